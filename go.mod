@@ -1,0 +1,3 @@
+module github.com/idemkit/idemkit
+
+go 1.26

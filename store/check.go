@@ -1,0 +1,74 @@
+package store
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Limits every backend accepts. Keys, fingerprints and tokens must also be
+// valid UTF-8 without NUL bytes, so that every backend can store them as text.
+const (
+	MaxKeyLen         = 1024 // bytes
+	MaxFingerprintLen = 1024 // bytes
+	MaxTokenLen       = 128  // bytes
+)
+
+// CheckClaim validates the arguments of Store.Claim. Backends call it before
+// touching storage; the error wraps ErrInvalid.
+func CheckClaim(key, fingerprint string, token Token, lease time.Duration) error {
+	if err := checkKeyToken(key, token); err != nil {
+		return err
+	}
+	if err := checkText("fingerprint", fingerprint, MaxFingerprintLen, true); err != nil {
+		return err
+	}
+	return checkDuration("lease", lease)
+}
+
+// CheckComplete validates the arguments of Store.Complete.
+func CheckComplete(key string, token Token, retention time.Duration) error {
+	if err := checkKeyToken(key, token); err != nil {
+		return err
+	}
+	return checkDuration("retention", retention)
+}
+
+// CheckRelease validates the arguments of Store.Release.
+func CheckRelease(key string, token Token) error {
+	return checkKeyToken(key, token)
+}
+
+// CheckKey validates a key, as for Store.Get.
+func CheckKey(key string) error {
+	return checkText("key", key, MaxKeyLen, false)
+}
+
+func checkKeyToken(key string, token Token) error {
+	if err := CheckKey(key); err != nil {
+		return err
+	}
+	return checkText("token", string(token), MaxTokenLen, false)
+}
+
+func checkText(what, s string, max int, emptyOK bool) error {
+	switch {
+	case s == "" && !emptyOK:
+		return fmt.Errorf("%w: empty %s", ErrInvalid, what)
+	case len(s) > max:
+		return fmt.Errorf("%w: %s is %d bytes, longer than %d", ErrInvalid, what, len(s), max)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalid, what)
+	case strings.IndexByte(s, 0) >= 0:
+		return fmt.Errorf("%w: %s contains a NUL byte", ErrInvalid, what)
+	}
+	return nil
+}
+
+func checkDuration(what string, d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("%w: %s %v is not positive", ErrInvalid, what, d)
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+// Package store defines the contract between idemkit and the storage that
+// remembers idempotency keys: the Store interface, its records and outcomes,
+// the sentinel errors, and the argument checks every backend shares.
+//
+// # The state machine
+//
+// Every key is in exactly one of three states:
+//
+//   - in progress: claimed by a Token, with a lease that lapses at
+//     Record.LockedUntil. Work for the key is (or was) running somewhere.
+//   - completed: the work finished and its response bytes are kept until
+//     Record.ExpiresAt (the retention), so retries can replay them.
+//   - absent: never claimed, released, retention over, or an in-progress lease
+//     that lapsed. A lapsed lease is exactly like a key that was never claimed:
+//     the next Claim takes it over.
+//
+// The transitions, which every backend must implement and which the
+// conformance suite in package storetest checks, are:
+//
+//	call                   state of the key                         result
+//	Claim(k, fp, t)        absent                                   Acquired: in progress held by t until now+lease
+//	Claim(k, fp, t)        in progress by t, same fp                Acquired again, lease renewed (re-entrant; a heartbeat)
+//	Claim(k, fp, t)        in progress by another token, lease live InProgress, with the record
+//	Claim(k, fp, t)        completed, same fp                       Completed, with the record: replay Record.Response
+//	Claim(k, fp2, t)       live record with another fingerprint     Mismatch (checked before in progress)
+//	Complete(k, t, resp)   in progress by t                         completed, kept until now+retention
+//	Complete(k, t, resp)   completed by t                           nil: a retried Complete succeeds, latest response kept
+//	Complete(k, t, resp)   absent, or another token's record        ErrLeaseLost, nothing changes
+//	Release(k, t)          in progress by t                         absent
+//	Release(k, t)          anything else                            nil, nothing changes
+//	Get(k)                 live record                              the record
+//	Get(k)                 absent                                   ErrNotFound
+//
+// Rules that hold everywhere:
+//
+//   - Claim is atomic. Of N concurrent Claims of one absent key with distinct
+//     tokens exactly one is Acquired; the others see InProgress, or Completed
+//     if the winner already finished. Only the engine's own atomic primitive
+//     (a unique index, SET NX, a mutex held across check and write) may decide
+//     this, never a read followed by a separate write.
+//   - Every call is itself safe to retry after a lost reply.
+//   - After a lease lapses, Complete by the old token may fail with
+//     ErrLeaseLost; once another token has claimed the key it must fail, and
+//     the new holder's record is left untouched (fencing).
+//   - Duplicates are normal outcomes reported in Claim's result. Errors are
+//     for invalid arguments (ErrInvalid), a missing record (ErrNotFound), a
+//     lost lease (ErrLeaseLost), and failures of the backend, which wrap the
+//     driver's error and never match the sentinels.
+//   - A cancelled or expired context makes a call return promptly with an
+//     error that matches ctx.Err().
+//   - Invalid arguments are rejected before anything is written.
+//
+// # Optional interfaces
+//
+// A backend may also implement Purger (delete records whose retention is
+// over) and Transactor (run Claim, the caller's own writes and Complete in one
+// database transaction). Callers discover them with a type assertion.
+package store

@@ -1,0 +1,151 @@
+package store
+
+import (
+	"context"
+	"strconv"
+	"time"
+)
+
+// Store remembers idempotency keys. Implementations must be safe for
+// concurrent use by multiple goroutines and must follow the state machine in
+// the package documentation; package storetest checks that they do.
+type Store interface {
+	// Claim tries to take key for the claim token. fingerprint identifies the
+	// request the key was first used with (it may be empty when the caller
+	// does not check requests); lease is how long the claim is held before it
+	// lapses unless renewed by claiming again with the same token.
+	//
+	// A duplicate is a normal outcome reported in the result, never as an
+	// error: Acquired means the caller now holds the key and should do the
+	// work, Completed means the work was already done and Record.Response is
+	// the answer to replay, InProgress means another token holds a live lease,
+	// and Mismatch means the key was used with another fingerprint.
+	// The returned error is for invalid arguments (ErrInvalid) and backend
+	// failures only.
+	Claim(ctx context.Context, key, fingerprint string, token Token, lease time.Duration) (Claim, error)
+
+	// Complete stores response for key and marks it completed, to be kept for
+	// retention. It succeeds when token holds the key, and also when token
+	// already completed it (the retried Complete keeps the latest response and
+	// retention). Otherwise it returns ErrLeaseLost and changes nothing.
+	Complete(ctx context.Context, key string, token Token, response []byte, retention time.Duration) error
+
+	// Release gives up token's claim on key, making it absent so a retry can
+	// claim it and run the work again. It returns nil and changes nothing when
+	// token does not hold the key: it never deletes another token's claim or a
+	// completed record.
+	Release(ctx context.Context, key string, token Token) error
+
+	// Get returns the live record for key, or ErrNotFound when the key is
+	// absent (never claimed, released, expired, or its lease lapsed).
+	Get(ctx context.Context, key string) (Record, error)
+}
+
+// Status is the state of a live record.
+type Status uint8
+
+const (
+	// StatusInProgress: the key is claimed and its lease has not lapsed.
+	StatusInProgress Status = iota + 1
+	// StatusCompleted: the work is done and the response is kept.
+	StatusCompleted
+)
+
+// String returns "in progress", "completed", or "Status(N)" for an unknown value.
+func (s Status) String() string {
+	switch s {
+	case StatusInProgress:
+		return "in progress"
+	case StatusCompleted:
+		return "completed"
+	}
+	return "Status(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Record is what a store keeps for a live key.
+type Record struct {
+	// Key is the key as the caller passed it.
+	Key string
+	// Fingerprint identifies the request that first claimed the key.
+	Fingerprint string
+	// Status is StatusInProgress or StatusCompleted.
+	Status Status
+	// Token is the holder of the lease (in progress) or the claim that
+	// completed the record (completed).
+	Token Token
+	// Response holds the bytes passed to Complete (completed only). Stores
+	// return a copy the caller may keep and modify.
+	Response []byte
+	// LockedUntil is when the lease lapses (in progress only; zero otherwise).
+	LockedUntil time.Time
+	// ExpiresAt is when the record becomes absent: the end of the lease for a
+	// record in progress, the end of the retention for a completed one.
+	ExpiresAt time.Time
+}
+
+// Outcome says what a Claim found.
+type Outcome uint8
+
+const (
+	// Acquired: the caller's token now holds the key; do the work, then
+	// Complete or Release.
+	Acquired Outcome = iota + 1
+	// Completed: the key was already completed with the same fingerprint;
+	// replay Record.Response instead of doing the work again.
+	Completed
+	// InProgress: another token holds a live lease on the key; Record.LockedUntil
+	// says when it lapses (a Retry-After hint).
+	InProgress
+	// Mismatch: the key is live with another fingerprint; the client reused a
+	// key for a different request.
+	Mismatch
+)
+
+// String returns "acquired", "completed", "in progress", "mismatch", or
+// "Outcome(N)" for an unknown value.
+func (o Outcome) String() string {
+	switch o {
+	case Acquired:
+		return "acquired"
+	case Completed:
+		return "completed"
+	case InProgress:
+		return "in progress"
+	case Mismatch:
+		return "mismatch"
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Claim is the result of Store.Claim: what the call found and the record as it
+// stands after the call.
+type Claim struct {
+	Outcome Outcome
+	Record  Record
+}
+
+// Purger is implemented by stores that can delete records on demand. Stores
+// whose engine expires records by itself (Redis) need not implement it.
+type Purger interface {
+	// Purge deletes records whose retention is over and in-progress records
+	// whose lease has lapsed, in bounded batches so it never blocks other
+	// callers for long, and reports how many it deleted. It stops early with
+	// ctx's error when ctx is done; what was deleted stays deleted.
+	Purge(ctx context.Context) (int64, error)
+}
+
+// Transactor is implemented by SQL stores that can run the key, the caller's
+// own writes and the stored response in one database transaction, so they
+// commit or roll back together.
+//
+// InTx begins a transaction and calls fn with a Store bound to it and a
+// context from which the backend's transaction can be retrieved (for example
+// postgres.TxFrom or sqlite.TxFrom) for the caller's own statements. When fn
+// returns nil the transaction commits; when it returns an error or panics the
+// transaction rolls back (the panic is re-raised) and the key is left as it
+// was before, so a retry runs the work again. A concurrent InTx that claims
+// the same key waits until the first transaction ends and then sees its
+// result: Completed after a commit, Acquired after a rollback.
+type Transactor interface {
+	InTx(ctx context.Context, fn func(ctx context.Context, s Store) error) error
+}
