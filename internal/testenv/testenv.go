@@ -1,0 +1,49 @@
+// Package testenv finds the database servers the module's own tests may use.
+//
+// Tests that need PostgreSQL or a real Redis ask for its address here. When
+// the variable is unset they are skipped, except under CI=true, where a
+// missing server is a failure: CI must never pass by skipping.
+package testenv
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// PostgresURL returns IDEMKIT_POSTGRES_URL, or skips (fails under CI) when unset.
+func PostgresURL(t testing.TB) string {
+	t.Helper()
+	return need(t, "IDEMKIT_POSTGRES_URL", "PostgreSQL")
+}
+
+// RedisAddr returns IDEMKIT_REDIS_ADDR (host:port), or skips (fails under CI) when unset.
+func RedisAddr(t testing.TB) string {
+	t.Helper()
+	return need(t, "IDEMKIT_REDIS_ADDR", "Redis")
+}
+
+// RedisClusterAddrs returns the comma-separated IDEMKIT_REDIS_CLUSTER_ADDRS,
+// or skips (fails under CI) when unset.
+func RedisClusterAddrs(t testing.TB) []string {
+	t.Helper()
+	return strings.Split(need(t, "IDEMKIT_REDIS_CLUSTER_ADDRS", "Redis Cluster"), ",")
+}
+
+// InCI reports whether the tests run under CI (CI=true).
+func InCI() bool {
+	return os.Getenv("CI") == "true"
+}
+
+func need(t testing.TB, env, what string) string {
+	t.Helper()
+	v := os.Getenv(env)
+	if v != "" {
+		return v
+	}
+	if InCI() {
+		t.Fatalf("%s is not set: CI=true requires a real %s (bash .ci/run starts one)", env, what)
+	}
+	t.Skipf("%s is not set; skipping the tests that need a real %s", env, what)
+	return ""
+}
