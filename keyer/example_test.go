@@ -1,0 +1,41 @@
+package keyer_test
+
+import (
+	"fmt"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/idemkit/idemkit/keyer"
+)
+
+func ExampleParse() {
+	r := httptest.NewRequest("POST", "/payments", nil)
+	r.Header.Set("Idempotency-Key", `"8e03978e-40d5-43e8-bc93-6894a57f9324"`)
+	key, err := keyer.Parse(r.Header)
+	fmt.Println(key, err)
+
+	r.Header.Set("Idempotency-Key", "null")
+	_, err = keyer.Parse(r.Header)
+	fmt.Println(err)
+	// Output:
+	// 8e03978e-40d5-43e8-bc93-6894a57f9324 <nil>
+	// keyer: the Idempotency-Key is null
+}
+
+func ExampleScopedKey() {
+	k, _ := keyer.ScopedKey("8e03978e", "tenant-7", "user-42")
+	fmt.Println(k)
+	// Output: 8:tenant-7|7:user-42|8:8e03978e
+}
+
+func ExampleFingerprinter() {
+	f := keyer.NewFingerprinter(keyer.WithoutFields("sent_at"))
+	a := httptest.NewRequest("POST", "/payments", strings.NewReader(`{"amount": 1990, "sent_at": 1}`))
+	a.Header.Set("Content-Type", "application/json")
+	b := httptest.NewRequest("POST", "/payments", strings.NewReader(`{"sent_at":2,"amount":1990}`))
+	b.Header.Set("Content-Type", "application/json")
+	fa, _ := f.Fingerprint(a)
+	fb, _ := f.Fingerprint(b)
+	fmt.Println(fa == fb, fa[:3])
+	// Output: true v1:
+}
