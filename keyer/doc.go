@@ -31,9 +31,9 @@
 //
 // A Fingerprinter hashes the method, the path and query, chosen headers and
 // the body with SHA-256 into "v1:" followed by 64 hex digits. The version
-// prefix changes whenever the algorithm does, so a record written by an older
-// version is never mistaken for a different request by mistake of format
-// alone: it is a different version, and callers can tell. For JSON bodies it
+// prefix changes whenever the algorithm does, so a caller that finds a stored
+// fingerprint of another version knows it cannot compare the two (httpidem
+// then trusts the key rather than answering 422). For JSON bodies it
 // can canonicalise first, so that key order and whitespace do not change the
 // fingerprint while every number and string value does, and it can leave
 // named top-level fields out (a client timestamp, a nonce).
