@@ -1,0 +1,178 @@
+package httpidem_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/store"
+)
+
+// kindHook sends every event of one kind to a channel.
+func kindHook(kind httpidem.EventKind, ch chan<- httpidem.Event, ev *events) func(httpidem.Event) {
+	return func(e httpidem.Event) {
+		ev.hook(e)
+		if e.Kind == kind {
+			select {
+			case ch <- e:
+			default:
+			}
+		}
+	}
+}
+
+func TestLeaseRenewedWhileHandlerRuns(t *testing.T) {
+	s := newFakeStore()
+	const lease = 200 * time.Millisecond
+	renewed := make(chan httpidem.Event, 10)
+	var ev events
+	dupStatus := make(chan int, 1)
+	var mw http.Handler
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Dup") != "" {
+			w.WriteHeader(201)
+			return
+		}
+		start := time.Now()
+		<-renewed
+		<-renewed
+		// Two renewals: the handler has run a whole lease (or more), yet the
+		// key is still held, so a duplicate is refused rather than run.
+		require.GreaterOrEqual(t, time.Since(start), lease-lease/4)
+		dup := newReq(`{}`, "k")
+		dup.Header.Set("X-Dup", "1")
+		dupStatus <- serve(mw, dup).Code
+		w.WriteHeader(201)
+		io.WriteString(w, "done")
+	})
+	mw = httpidem.New(s, httpidem.WithLease(lease), httpidem.WithHook(kindHook(httpidem.Renewed, renewed, &ev)))(h)
+	w := serve(mw, newReq(`{}`, "k"))
+	require.Equal(t, 201, w.Code)
+	assert.Equal(t, http.StatusConflict, <-dupStatus)
+	rec, err := s.Get(context.Background(), mustScoped(t, "k"))
+	require.NoError(t, err)
+	assert.Equal(t, store.StatusCompleted, rec.Status)
+	// The renewer is stopped: no renewal after the response.
+	var claims int
+	s.set(func(f *fakeStore) { claims = f.claims })
+	assert.Equal(t, "true", serve(mw, newReq(`{}`, "k")).Header().Get(httpidem.ReplayedHeader))
+	s.set(func(f *fakeStore) { assert.Equal(t, claims+1, f.claims) })
+}
+
+func TestLeaseLostCancelsHandler(t *testing.T) {
+	tests := []struct {
+		name       string
+		breakStore func(f *fakeStore)
+		kinds      []httpidem.EventKind
+	}{
+		{"taken over", func(f *fakeStore) { f.renewLose = true }, []httpidem.EventKind{httpidem.LeaseLost}},
+		{"renewal keeps failing", func(f *fakeStore) { f.claimErr = errDown }, []httpidem.EventKind{httpidem.StoreError, httpidem.LeaseLost}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newFakeStore()
+			var ev events
+			cause := make(chan error, 1)
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				s.set(tt.breakStore)
+				<-r.Context().Done()
+				cause <- context.Cause(r.Context())
+				w.WriteHeader(201) // too late: the lease is gone
+			})
+			mw := httpidem.New(s, httpidem.WithLease(80*time.Millisecond), httpidem.WithHook(ev.hook))(h)
+			w := serve(mw, newReq(`{}`, "k"))
+			assert.Equal(t, 201, w.Code)
+			assert.ErrorIs(t, <-cause, store.ErrLeaseLost)
+			kinds := ev.kinds()
+			require.NotEmpty(t, kinds)
+			assert.Equal(t, tt.kinds[0], kinds[0])
+			assert.Equal(t, httpidem.LeaseLost, kinds[len(kinds)-1])
+			assert.NotContains(t, kinds, httpidem.Stored)
+			s.set(func(f *fakeStore) {
+				r, ok := f.recs[mustScoped(t, "k")]
+				assert.True(t, !ok || r.Status != store.StatusCompleted, "a response after a lost lease is not kept")
+			})
+		})
+	}
+}
+
+func TestOtherFingerprintVersion(t *testing.T) {
+	// A record written under another fingerprint algorithm cannot be
+	// compared, so it is trusted, not answered with 422.
+	s := newFakeStore()
+	key := mustScoped(t, "k")
+	ctx := context.Background()
+	_, err := s.Claim(ctx, key, "v0:abc", "old", time.Minute)
+	require.NoError(t, err)
+	h := &counting{}
+	mw := httpidem.New(s)(h)
+	requireProblem(t, serve(mw, newReq(`{}`, "k")), 409, httpidem.CodeInProgress)
+	require.NoError(t, s.Complete(ctx, key, "old", replayBytes(t), time.Hour))
+	w := serve(mw, newReq(`{}`, "k"))
+	require.Equal(t, 202, w.Code)
+	assert.Equal(t, "true", w.Header().Get(httpidem.ReplayedHeader))
+	assert.EqualValues(t, 0, h.runs.Load())
+	// Same version, other hash: a real mismatch.
+	_, err = s.Claim(ctx, mustScoped(t, "k2"), "v1:abc", "old", time.Minute)
+	require.NoError(t, err)
+	requireProblem(t, serve(mw, newReq(`{}`, "k2")), 422, httpidem.CodeKeyMismatch)
+}
+
+// replayBytes produces a stored response by running the middleware once.
+func replayBytes(t *testing.T) []byte {
+	t.Helper()
+	s := newFakeStore()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(202) })
+	serve(httpidem.New(s)(h), newReq(`{}`, "src"))
+	rec, err := s.Get(context.Background(), mustScoped(t, "src"))
+	require.NoError(t, err)
+	return rec.Response
+}
+
+func TestCorruptStoredResponse(t *testing.T) {
+	s := newFakeStore()
+	key := mustScoped(t, "k")
+	ctx := context.Background()
+	_, err := s.Claim(ctx, key, fpOf(t, `{}`), "t", time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, s.Complete(ctx, key, "t", []byte{9, 9, 9}, time.Hour))
+	requireProblem(t, serve(httpidem.New(s)(&counting{}), newReq(`{}`, "k")), 500, httpidem.CodeStoredResponse)
+}
+
+func TestNilStore(t *testing.T) {
+	h := &counting{}
+	requireProblem(t, serve(httpidem.New(nil)(h), newReq(`{}`, "k")), 500, httpidem.CodeStoreUnavailable)
+	assert.EqualValues(t, 0, h.runs.Load())
+}
+
+func TestStreamingLeaseMode(t *testing.T) {
+	// Lease mode tees: the client sees flushed parts as they are written.
+	s := newFakeStore()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(200)
+		io.WriteString(w, "part1,")
+		require.NoError(t, http.NewResponseController(w).Flush())
+		io.WriteString(w, "part2")
+	})
+	srv := httptest.NewServer(httpidem.New(s)(h))
+	t.Cleanup(srv.Close)
+	for i, replayed := range []string{"", "true"} {
+		req, err := http.NewRequest("POST", srv.URL, nil)
+		require.NoError(t, err)
+		req.Header.Set("Idempotency-Key", "stream")
+		resp, err := srv.Client().Do(req)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		assert.Equal(t, "part1,part2", string(body), "request %d", i)
+		assert.Equal(t, replayed, resp.Header.Get(httpidem.ReplayedHeader))
+	}
+}
