@@ -170,7 +170,7 @@ func (m *model) apply(o op) (res result, either bool) {
 		live := ok && r.expires > m.now
 		switch {
 		case live && r.tok == o.tok:
-			m.recs[o.key] = modelRecord{fp: r.fp, tok: o.tok, resp: o.resp, completed: true, expires: m.now + o.dur}
+			m.complete(o)
 		case ok && !live && !r.completed && r.tok == o.tok:
 			return result{}, true // lapsed lease, nobody else claimed: nil or ErrLeaseLost
 		default:
@@ -189,6 +189,12 @@ func (m *model) apply(o op) (res result, either bool) {
 		}
 	}
 	return res, false
+}
+
+// complete marks o.key completed by o.tok with o.resp, keeping its fingerprint.
+func (m *model) complete(o op) {
+	r := m.recs[o.key]
+	m.recs[o.key] = modelRecord{fp: r.fp, tok: o.tok, resp: o.resp, completed: true, expires: m.now + o.dur}
 }
 
 func describeRec(r modelRecord) string {
@@ -250,8 +256,7 @@ func (e *env) runSequence(s store.Store, ops []op) string {
 			// The store chose; keep the model in step with its choice.
 			switch got.err {
 			case "":
-				r := m.recs[o.key]
-				m.recs[o.key] = modelRecord{fp: r.fp, tok: o.tok, resp: o.resp, completed: true, expires: m.now + o.dur}
+				m.complete(o)
 			case "ErrLeaseLost":
 				delete(m.recs, o.key)
 			}
