@@ -13,14 +13,7 @@ const codecVersion = 1
 // errCodec is wrapped by every decoding error.
 var errCodec = errors.New("httpidem: cannot decode stored response")
 
-// response is a kept response: what a replay writes back.
-type response struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-// encodeResponse writes the replay encoding, version 1:
+// The replay encoding, version 1:
 //
 //	byte     1 (the version)
 //	uvarint  status
@@ -28,27 +21,24 @@ type response struct {
 //	         per value: uvarint len(name), name, uvarint len(value), value
 //	rest     the body, byte for byte
 //
-// Header names are written in canonical form (and filtered by keep in that
-// form); values in the order the handler set them.
-func encodeResponse(status int, header http.Header, keep func(string) bool, body []byte) []byte {
-	n := 1 + binary.MaxVarintLen64*2 + len(body)
+// Header names are written in canonical form and filtered by the header
+// policy in that form; values keep the order the handler set them in.
+
+// appendHead appends the version, status and kept header fields.
+func appendHead(b []byte, status int, header http.Header, p *headerPolicy) []byte {
+	conn := header["Connection"]
 	count := 0
 	for name, vs := range header {
-		if !keep(http.CanonicalHeaderKey(name)) {
-			continue
-		}
-		for _, v := range vs {
-			n += 2*binary.MaxVarintLen64 + len(name) + len(v)
-			count++
+		if p.keep(http.CanonicalHeaderKey(name), conn) {
+			count += len(vs)
 		}
 	}
-	b := make([]byte, 0, n)
 	b = append(b, codecVersion)
 	b = binary.AppendUvarint(b, uint64(status))
 	b = binary.AppendUvarint(b, uint64(count))
 	for name, vs := range header {
 		name = http.CanonicalHeaderKey(name)
-		if !keep(name) {
+		if !p.keep(name, conn) {
 			continue
 		}
 		for _, v := range vs {
@@ -58,54 +48,72 @@ func encodeResponse(status int, header http.Header, keep func(string) bool, body
 			b = append(b, v...)
 		}
 	}
-	return append(b, body...)
+	return b
 }
 
-// decodeResponse reverses encodeResponse. The body aliases b.
-func decodeResponse(b []byte) (response, error) {
-	var r response
+// encodeResponse returns the whole encoding of a response.
+func encodeResponse(status int, header http.Header, p *headerPolicy, body []byte) []byte {
+	b := make([]byte, 0, 64+len(body))
+	return append(appendHead(b, status, header, p), body...)
+}
+
+// decodeResponse checks a stored response and, only when all of it is
+// valid, adds its header fields to h. It returns the status and the body
+// (which aliases b).
+func decodeResponse(b []byte, h http.Header) (int, []byte, error) {
+	status, fields, body, err := parseHead(b)
+	if err != nil {
+		return 0, nil, err
+	}
+	for len(fields) > 0 {
+		name, rest, _ := cutField(fields)
+		value, rest, _ := cutField(rest)
+		k := headerName(name)
+		h[k] = append(h[k], string(value))
+		fields = rest
+	}
+	return status, body, nil
+}
+
+// parseHead validates the encoding and splits it into status, the encoded
+// header fields, and the body.
+func parseHead(b []byte) (status int, fields, body []byte, err error) {
 	if len(b) == 0 {
-		return r, fmt.Errorf("%w: empty", errCodec)
+		return 0, nil, nil, fmt.Errorf("%w: empty", errCodec)
 	}
 	if b[0] != codecVersion {
-		return r, fmt.Errorf("%w: unknown encoding version %d (this build reads version %d)", errCodec, b[0], codecVersion)
+		return 0, nil, nil, fmt.Errorf("%w: unknown encoding version %d (this build reads version %d)", errCodec, b[0], codecVersion)
 	}
 	b = b[1:]
-	status, n := binary.Uvarint(b)
+	st, n := binary.Uvarint(b)
 	if n <= 0 {
-		return r, fmt.Errorf("%w: truncated status", errCodec)
+		return 0, nil, nil, fmt.Errorf("%w: truncated status", errCodec)
 	}
-	if status < 200 || status > 999 {
-		return r, fmt.Errorf("%w: status %d out of range", errCodec, status)
+	if st < 200 || st > 999 {
+		return 0, nil, nil, fmt.Errorf("%w: status %d out of range", errCodec, st)
 	}
 	b = b[n:]
 	count, n := binary.Uvarint(b)
 	if n <= 0 {
-		return r, fmt.Errorf("%w: truncated header count", errCodec)
+		return 0, nil, nil, fmt.Errorf("%w: truncated header count", errCodec)
 	}
 	b = b[n:]
 	if count > uint64(len(b)) { // every value takes at least two bytes
-		return r, fmt.Errorf("%w: header count %d larger than the data", errCodec, count)
+		return 0, nil, nil, fmt.Errorf("%w: header count %d larger than the data", errCodec, count)
 	}
-	r.status = int(status)
-	if count > 0 {
-		r.header = make(http.Header, count)
-	}
+	start := b
 	for i := uint64(0); i < count; i++ {
 		name, rest, ok := cutField(b)
 		if !ok || len(name) == 0 {
-			return response{}, fmt.Errorf("%w: truncated header name %d", errCodec, i)
+			return 0, nil, nil, fmt.Errorf("%w: truncated header name %d", errCodec, i)
 		}
-		value, rest, ok := cutField(rest)
+		_, rest, ok = cutField(rest)
 		if !ok {
-			return response{}, fmt.Errorf("%w: truncated header value %d", errCodec, i)
+			return 0, nil, nil, fmt.Errorf("%w: truncated header value %d", errCodec, i)
 		}
-		k := string(name)
-		r.header[k] = append(r.header[k], string(value))
 		b = rest
 	}
-	r.body = b
-	return r, nil
+	return int(st), start[:len(start)-len(b)], b, nil
 }
 
 func cutField(b []byte) (field, rest []byte, ok bool) {
@@ -114,4 +122,25 @@ func cutField(b []byte) (field, rest []byte, ok bool) {
 		return nil, nil, false
 	}
 	return b[n : n+int(l)], b[n+int(l):], true
+}
+
+// headerName returns a common header name without allocating.
+func headerName(b []byte) string {
+	switch string(b) {
+	case "Content-Type":
+		return "Content-Type"
+	case "Location":
+		return "Location"
+	case "Cache-Control":
+		return "Cache-Control"
+	case "Etag":
+		return "Etag"
+	case "Last-Modified":
+		return "Last-Modified"
+	case "Content-Encoding":
+		return "Content-Encoding"
+	case "Vary":
+		return "Vary"
+	}
+	return string(b)
 }

@@ -65,24 +65,22 @@ func newHeaderPolicy(allow, deny []string) headerPolicy {
 	return p
 }
 
-// keepFunc returns the filter for one response: it also drops every field
-// the response's own Connection header names (hop-by-hop by declaration).
-func (p headerPolicy) keepFunc(h http.Header) func(string) bool {
-	conn := h["Connection"]
-	return func(name string) bool {
-		if neverReplayed[name] || p.deny[name] {
-			return false
-		}
-		if p.allow != nil && !p.allow[name] {
-			return false
-		}
-		for _, c := range conn {
-			for _, f := range strings.Split(c, ",") {
-				if http.CanonicalHeaderKey(strings.TrimSpace(f)) == name {
-					return false
-				}
+// keep reports whether the canonical header name is kept for replay; conn
+// holds the response's Connection values, whose fields are hop-by-hop by
+// declaration.
+func (p *headerPolicy) keep(name string, conn []string) bool {
+	if neverReplayed[name] || p.deny[name] {
+		return false
+	}
+	if p.allow != nil && !p.allow[name] {
+		return false
+	}
+	for _, c := range conn {
+		for f := range strings.SplitSeq(c, ",") {
+			if http.CanonicalHeaderKey(strings.TrimSpace(f)) == name {
+				return false
 			}
 		}
-		return true
 	}
+	return true
 }

@@ -43,7 +43,7 @@ func (m *middleware) runLease(w http.ResponseWriter, r *http.Request, next http.
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	rn := m.startRenewer(r, key, fp, tok, cancel)
-	tw := &teeWriter{w: w, capture: capture{max: m.maxResponse}}
+	tw := &teeWriter{w: w, policy: &m.headers, max: m.maxResponse}
 
 	finished := false
 	defer func() {
@@ -79,14 +79,8 @@ func (m *middleware) runLease(w http.ResponseWriter, r *http.Request, next http.
 		m.release(r, key, tok, "response larger than "+strconv.Itoa(m.maxResponse)+" bytes")
 		return
 	}
-	header := tw.header
-	if header == nil { // the handler wrote nothing: net/http sends a bare 200
-		header = http.Header{}
-	}
-	resp := encodeResponse(status, header, m.headers.keepFunc(header), tw.body)
-	actx, done := afterCtx(r)
-	defer done()
-	if err := m.store.Complete(actx, key, tok, resp, m.retention); err != nil {
+	resp := tw.encoded()
+	if err := m.store.Complete(afterCtx(r), key, tok, resp, m.retention); err != nil {
 		m.emit(Event{Kind: StoreError, Request: r, Key: key, Status: status, Err: err})
 		m.logger.ErrorContext(r.Context(), "httpidem: could not store the response; a retry will run the handler again", "key", key, "status", status, "err", err)
 		return
@@ -96,9 +90,7 @@ func (m *middleware) runLease(w http.ResponseWriter, r *http.Request, next http.
 
 // release gives the key up so a retry runs for real.
 func (m *middleware) release(r *http.Request, key string, tok store.Token, reason string) {
-	actx, done := afterCtx(r)
-	defer done()
-	if err := m.store.Release(actx, key, tok); err != nil {
+	if err := m.store.Release(afterCtx(r), key, tok); err != nil {
 		// The lease will lapse by itself; until then a retry gets 409.
 		m.emit(Event{Kind: StoreError, Request: r, Key: key, Err: err})
 		m.logger.ErrorContext(r.Context(), "httpidem: could not release the key; it stays claimed until its lease lapses", "key", key, "reason", reason, "err", err)
@@ -148,7 +140,9 @@ func (rn *renewer) renew() {
 		return
 	}
 	m := rn.m
-	ctx, done := afterCtx(rn.r)
+	// Bounded, unlike Complete: stop waits for a renewal in flight, and a
+	// renewal that takes half a lease is too late anyway.
+	ctx, done := context.WithTimeout(afterCtx(rn.r), m.lease/2)
 	c, err := m.store.Claim(ctx, rn.key, rn.fp, rn.tok, m.lease)
 	done()
 	switch {

@@ -2,12 +2,14 @@ package httpidem_test
 
 import (
 	"log/slog"
-	"os"
 	"testing"
+
+	"github.com/idemkit/idemkit/internal/leakcheck"
 )
 
 func TestMain(m *testing.M) {
 	// The middleware logs failures the tests provoke on purpose.
 	slog.SetDefault(slog.New(slog.DiscardHandler))
-	os.Exit(m.Run())
+	// Renewal timers and handler goroutines must all be gone after the tests.
+	leakcheck.Main(m)
 }

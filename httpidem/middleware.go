@@ -17,9 +17,8 @@ import (
 // answer 401 instead of 500: the request carries no identity to scope by.
 var ErrUnauthenticated = errors.New("httpidem: unauthenticated")
 
-// storeTimeout bounds the store calls made after the handler (Complete,
-// Release, renewals); they run on a context that outlives the client.
-const storeTimeout = 10 * time.Second
+// replayedTrue is shared by every replay; net/http only reads it.
+var replayedTrue = []string{"true"}
 
 type middleware struct {
 	options
@@ -181,20 +180,17 @@ func (m *middleware) retryAfter(until time.Time) int {
 }
 
 func (m *middleware) replay(w http.ResponseWriter, r *http.Request, key string, rec store.Record) {
-	resp, err := decodeResponse(rec.Response)
+	h := w.Header()
+	status, body, err := decodeResponse(rec.Response, h)
 	if err != nil {
 		m.logger.ErrorContext(r.Context(), "httpidem: stored response unreadable", "key", key, "err", err)
 		writeProblem(w, http.StatusInternalServerError, CodeStoredResponse, "The stored response for this Idempotency-Key cannot be read.", 0)
 		return
 	}
-	h := w.Header()
-	for k, vs := range resp.header {
-		h[k] = vs
-	}
-	h.Set(ReplayedHeader, "true")
-	m.emit(Event{Kind: Replayed, Request: r, Key: key, Status: resp.status})
-	w.WriteHeader(resp.status)
-	w.Write(resp.body)
+	h[ReplayedHeader] = replayedTrue
+	m.emit(Event{Kind: Replayed, Request: r, Key: key, Status: status})
+	w.WriteHeader(status)
+	w.Write(body)
 }
 
 // storeFailed answers a failed first Claim: 503, or the handler unprotected
@@ -231,9 +227,11 @@ func (m *middleware) waitStep(r *http.Request, deadline time.Time, attempt int) 
 	}
 }
 
-// afterCtx is the context for store calls made after the handler: it keeps
-// the request's values but not its cancellation, so a client that goes away
-// cannot stop the key from being stored or released.
-func afterCtx(r *http.Request) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(r.Context()), storeTimeout)
+// afterCtx is the context for store calls made after the handler starts
+// (Complete, Release, renewals): it keeps the request's values but not its
+// cancellation, so a client that goes away cannot leave a key neither stored
+// nor released. Those calls are bounded by the store's own timeouts (a
+// driver's dial, read and statement timeouts), not by the request.
+func afterCtx(r *http.Request) context.Context {
+	return context.WithoutCancel(r.Context())
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/idemkit/idemkit/httpidem"
 	"github.com/idemkit/idemkit/keyer"
 	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/store/memory"
 )
 
 // events collects what the middleware reports.
@@ -118,10 +119,21 @@ func requireProblem(t *testing.T, w *httptest.ResponseRecorder, status int, code
 	return p
 }
 
-// modes runs a test in lease mode (plain store) and transactional mode.
+// modes runs a test in lease mode (the fake store) and in transactional mode
+// (the fake Transactor): the fake's knobs make stores fail on demand.
 func modes(t *testing.T, f func(t *testing.T, s store.Store)) {
 	t.Run("lease", func(t *testing.T) { f(t, newFakeStore()) })
 	t.Run("tx", func(t *testing.T) { f(t, newFakeTxStore()) })
+}
+
+// allStores adds store/memory to modes.
+func allStores(t *testing.T, f func(t *testing.T, s store.Store)) {
+	modes(t, f)
+	t.Run("memory", func(t *testing.T) {
+		m := memory.New()
+		t.Cleanup(func() { m.Close() })
+		f(t, m)
+	})
 }
 
 func TestSingleRequestStatuses(t *testing.T) {
@@ -161,7 +173,7 @@ func TestSingleRequestStatuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			modes(t, func(t *testing.T, s store.Store) {
+			allStores(t, func(t *testing.T, s store.Store) {
 				h := &counting{}
 				w := serve(httpidem.New(s, tt.opts...)(h), tt.req())
 				if tt.code != "" {
@@ -176,7 +188,7 @@ func TestSingleRequestStatuses(t *testing.T) {
 }
 
 func TestReplay(t *testing.T) {
-	modes(t, func(t *testing.T, s store.Store) {
+	allStores(t, func(t *testing.T, s store.Store) {
 		var ev events
 		h := &counting{}
 		mw := httpidem.New(s, httpidem.WithHook(ev.hook))(h)
@@ -204,7 +216,7 @@ func TestReplay(t *testing.T) {
 }
 
 func TestMismatch(t *testing.T) {
-	modes(t, func(t *testing.T, s store.Store) {
+	allStores(t, func(t *testing.T, s store.Store) {
 		var ev events
 		h := &counting{}
 		mw := httpidem.New(s, httpidem.WithHook(ev.hook))(h)
@@ -231,7 +243,7 @@ func TestCanonicalJSONFingerprint(t *testing.T) {
 }
 
 func TestScopeSeparatesClients(t *testing.T) {
-	modes(t, func(t *testing.T, s store.Store) {
+	allStores(t, func(t *testing.T, s store.Store) {
 		h := &counting{}
 		mw := httpidem.New(s, httpidem.WithScope(func(r *http.Request) ([]string, error) {
 			return []string{r.Header.Get("X-User")}, nil
@@ -250,7 +262,7 @@ func TestScopeSeparatesClients(t *testing.T) {
 func TestNotKeptStatusesRelease(t *testing.T) {
 	for _, status := range []int{500, 502, 503, 429} {
 		t.Run(strconv.Itoa(status), func(t *testing.T) {
-			modes(t, func(t *testing.T, s store.Store) {
+			allStores(t, func(t *testing.T, s store.Store) {
 				var ev events
 				h := &counting{status: status}
 				mw := httpidem.New(s, httpidem.WithHook(ev.hook))(h)
@@ -267,7 +279,7 @@ func TestNotKeptStatusesRelease(t *testing.T) {
 		})
 	}
 	t.Run("4xx is kept", func(t *testing.T) {
-		modes(t, func(t *testing.T, s store.Store) {
+		allStores(t, func(t *testing.T, s store.Store) {
 			h := &counting{status: 400}
 			mw := httpidem.New(s)(h)
 			require.Equal(t, 400, serve(mw, newReq(`{}`, "k")).Code)
@@ -277,7 +289,7 @@ func TestNotKeptStatusesRelease(t *testing.T) {
 		})
 	})
 	t.Run("WithKeep", func(t *testing.T) {
-		modes(t, func(t *testing.T, s store.Store) {
+		allStores(t, func(t *testing.T, s store.Store) {
 			h := &counting{status: 409}
 			mw := httpidem.New(s, httpidem.WithKeep(func(st int) bool { return st < 300 }))(h)
 			require.Equal(t, 409, serve(mw, newReq(`{}`, "k")).Code)
@@ -288,7 +300,7 @@ func TestNotKeptStatusesRelease(t *testing.T) {
 }
 
 func TestPanicReleasesAndRepanics(t *testing.T) {
-	modes(t, func(t *testing.T, s store.Store) {
+	allStores(t, func(t *testing.T, s store.Store) {
 		var ev events
 		var runs atomic.Int32
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -461,7 +473,7 @@ func TestWaitThenRunAfterRelease(t *testing.T) {
 }
 
 func TestParallelSameKey(t *testing.T) {
-	modes(t, func(t *testing.T, s store.Store) {
+	allStores(t, func(t *testing.T, s store.Store) {
 		var runs atomic.Int32
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			n := runs.Add(1)
@@ -591,7 +603,7 @@ func TestTransactional(t *testing.T) {
 }
 
 func TestClientDisconnect(t *testing.T) {
-	modes(t, func(t *testing.T, s store.Store) {
+	allStores(t, func(t *testing.T, s store.Store) {
 		var ev events
 		var runs atomic.Int32
 		started := make(chan struct{})

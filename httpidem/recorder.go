@@ -2,46 +2,24 @@ package httpidem
 
 import (
 	"bufio"
+	"io"
 	"net"
 	"net/http"
 )
 
-// capture records what a handler writes: the final status, the header as it
-// stood when the status was written, and the body up to max bytes.
-type capture struct {
-	status   int
-	header   http.Header // snapshot at WriteHeader
-	body     []byte
-	max      int
-	overflow bool // the body was longer than max: not kept
-}
-
-func (c *capture) capture(p []byte) {
-	if c.overflow {
-		return
-	}
-	if len(c.body)+len(p) > c.max {
-		c.overflow = true
-		c.body = nil
-		return
-	}
-	c.body = append(c.body, p...)
-}
-
-// finalStatus is the status the client saw: 200 when the handler wrote
-// nothing.
-func (c *capture) finalStatus() int {
-	if c.status == 0 {
-		return http.StatusOK
-	}
-	return c.status
-}
-
 // teeWriter writes through to the client while capturing (lease mode): the
 // client sees the response as the handler writes it, streaming included.
+// The capture is the replay encoding itself: the head is encoded when the
+// status is written (the header as it stood then), the body appended as it
+// is written, so a kept response is never copied again.
 type teeWriter struct {
-	w http.ResponseWriter
-	capture
+	w        http.ResponseWriter
+	policy   *headerPolicy
+	max      int // body bytes kept at most
+	status   int
+	enc      []byte // head, then body
+	head     int    // len of the head in enc
+	overflow bool   // the body was longer than max: not kept
 }
 
 func (t *teeWriter) Header() http.Header { return t.w.Header() }
@@ -56,7 +34,8 @@ func (t *teeWriter) WriteHeader(code int) {
 		return
 	}
 	t.status = code
-	t.header = t.w.Header().Clone()
+	t.enc = appendHead(make([]byte, 0, 512), code, t.w.Header(), t.policy)
+	t.head = len(t.enc)
 	t.w.WriteHeader(code)
 }
 
@@ -65,8 +44,47 @@ func (t *teeWriter) Write(p []byte) (int, error) {
 		t.WriteHeader(http.StatusOK)
 	}
 	n, err := t.w.Write(p)
-	t.capture.capture(p[:n])
+	if !t.overflow {
+		if len(t.enc)-t.head+n > t.max {
+			t.overflow, t.enc = true, nil
+		} else {
+			t.enc = append(t.enc, p[:n]...)
+		}
+	}
 	return n, err
+}
+
+// WriteString avoids a copy for io.WriteString callers.
+func (t *teeWriter) WriteString(s string) (int, error) {
+	if t.status == 0 {
+		t.WriteHeader(http.StatusOK)
+	}
+	n, err := io.WriteString(t.w, s)
+	if !t.overflow {
+		if len(t.enc)-t.head+n > t.max {
+			t.overflow, t.enc = true, nil
+		} else {
+			t.enc = append(t.enc, s[:n]...)
+		}
+	}
+	return n, err
+}
+
+// finalStatus is the status the client saw: 200 when the handler wrote
+// nothing.
+func (t *teeWriter) finalStatus() int {
+	if t.status == 0 {
+		return http.StatusOK
+	}
+	return t.status
+}
+
+// encoded returns the replay encoding of what was written.
+func (t *teeWriter) encoded() []byte {
+	if t.status == 0 { // nothing written: net/http sends a bare 200
+		return appendHead(nil, http.StatusOK, t.w.Header(), t.policy)
+	}
+	return t.enc
 }
 
 // Flush sends buffered data to the client, when the client writer can.
@@ -90,8 +108,10 @@ func (t *teeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // (transactional mode): a client must never see a success for a rolled-back
 // transaction. It has no Unwrap, so the handler cannot bypass the buffer.
 type bufferWriter struct {
-	hdr     http.Header
-	capture // max is unlimited: the caller compares len(body) with its limit
+	hdr    http.Header
+	status int
+	header http.Header // snapshot at WriteHeader
+	body   []byte      // all of it; the caller compares with its limit
 }
 
 func (b *bufferWriter) Header() http.Header {
@@ -120,14 +140,25 @@ func (b *bufferWriter) Write(p []byte) (int, error) {
 // Flush is a no-op: nothing reaches the client before the commit.
 func (b *bufferWriter) Flush() {}
 
+func (b *bufferWriter) finalStatus() int {
+	if b.status == 0 {
+		return http.StatusOK
+	}
+	return b.status
+}
+
+// finalHeader is the header the client will get.
+func (b *bufferWriter) finalHeader() http.Header {
+	if b.status == 0 {
+		return b.hdr
+	}
+	return b.header
+}
+
 // send writes the buffered response to the client.
 func (b *bufferWriter) send(w http.ResponseWriter) {
-	src := b.header
-	if b.status == 0 {
-		src = b.hdr
-	}
 	h := w.Header()
-	for k, vs := range src {
+	for k, vs := range b.finalHeader() {
 		h[k] = vs
 	}
 	w.WriteHeader(b.finalStatus())

@@ -100,11 +100,7 @@ func (m *middleware) inTx(ctx context.Context, s store.Store, r *http.Request, n
 		run.release = "response larger than " + strconv.Itoa(m.maxResponse) + " bytes; transaction rolled back"
 		return errRollback
 	}
-	header := run.buf.header
-	if header == nil {
-		header = http.Header{}
-	}
-	resp := encodeResponse(run.status, header, m.headers.keepFunc(header), run.buf.body)
+	resp := encodeResponse(run.status, run.buf.finalHeader(), &m.headers, run.buf.body)
 	if err := s.Complete(ctx, key, tok, resp, m.retention); err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package keyer
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -12,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // FingerprintVersion prefixes every fingerprint, followed by a colon. It
@@ -109,50 +109,53 @@ func (f *Fingerprinter) Fingerprint(r *http.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	h := sha256.New()
-	var scratch [8]byte
-	put := func(s string) {
-		binary.BigEndian.PutUint64(scratch[:], uint64(len(s)))
-		h.Write(scratch[:])
-		io.WriteString(h, s)
-	}
-	io.WriteString(h, "idemkit fingerprint v1\x00")
-	put(r.Method)
-	put(r.URL.EscapedPath())
-	put(r.URL.RawQuery)
-	binary.BigEndian.PutUint64(scratch[:], uint64(len(f.headers)))
-	h.Write(scratch[:])
+	st := statePool.Get().(*fpState)
+	defer statePool.Put(st)
+	st.h.Reset()
+	// The small fields go through one reused buffer, then the body.
+	b := append(st.buf[:0], "idemkit fingerprint v1\x00"...)
+	b = appendField(b, r.Method)
+	b = appendField(b, r.URL.EscapedPath())
+	b = appendField(b, r.URL.RawQuery)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(f.headers)))
 	for _, name := range f.headers {
 		vs := r.Header[name]
-		put(name)
-		binary.BigEndian.PutUint64(scratch[:], uint64(len(vs)))
-		h.Write(scratch[:])
+		b = appendField(b, name)
+		b = binary.BigEndian.AppendUint64(b, uint64(len(vs)))
 		for _, v := range vs {
-			put(v)
+			b = appendField(b, v)
 		}
 	}
-	f.hashBody(h, r, body, &scratch)
-	var sum [sha256.Size]byte
+	tag, hashed := byte('r'), body
+	if f.json && isJSON(r.Header.Get("Content-Type")) {
+		if c, err := canonicalJSON(nil, body, f.omit); err == nil {
+			tag, hashed = 'j', c
+		}
+	}
+	b = append(b, tag)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(hashed)))
+	st.buf = b
+	st.h.Write(b)
+	st.h.Write(hashed)
 	var out [len(FingerprintVersion) + 1 + 2*sha256.Size]byte
 	copy(out[:], FingerprintVersion+":")
-	hex.Encode(out[len(FingerprintVersion)+1:], h.Sum(sum[:0]))
+	hex.Encode(out[len(FingerprintVersion)+1:], st.h.Sum(st.sum[:0]))
 	return string(out[:]), nil
 }
 
-func (f *Fingerprinter) hashBody(h hash.Hash, r *http.Request, body []byte, scratch *[8]byte) {
-	if f.json && isJSON(r.Header.Get("Content-Type")) {
-		if c, err := canonicalJSON(nil, body, f.omit); err == nil {
-			h.Write([]byte{'j'})
-			binary.BigEndian.PutUint64(scratch[:], uint64(len(c)))
-			h.Write(scratch[:])
-			h.Write(c)
-			return
-		}
-	}
-	h.Write([]byte{'r'})
-	binary.BigEndian.PutUint64(scratch[:], uint64(len(body)))
-	h.Write(scratch[:])
-	h.Write(body)
+// fpState is the reusable part of one Fingerprint call.
+type fpState struct {
+	h   hash.Hash
+	buf []byte
+	sum [sha256.Size]byte
+}
+
+var statePool = sync.Pool{New: func() any { return &fpState{h: sha256.New(), buf: make([]byte, 0, 256)} }}
+
+// appendField appends len(s) as 8 bytes, then s.
+func appendField(b []byte, s string) []byte {
+	b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
+	return append(b, s...)
 }
 
 func (f *Fingerprinter) readBody(r *http.Request) ([]byte, error) {
@@ -162,28 +165,58 @@ func (f *Fingerprinter) readBody(r *http.Request) ([]byte, error) {
 	if r.ContentLength > f.maxBody {
 		return nil, fmt.Errorf("%w: Content-Length %d is over the limit of %d bytes", ErrBodyTooLarge, r.ContentLength, f.maxBody)
 	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength) + 1)
-	} else {
-		buf.Grow(512)
+	// Read into one buffer sized from Content-Length (plus one byte to see
+	// the end), growing only for bodies of unknown length.
+	size := int64(512)
+	if r.ContentLength >= 0 {
+		size = r.ContentLength + 1
 	}
-	n, err := buf.ReadFrom(io.LimitReader(r.Body, f.maxBody+1))
-	if err != nil {
-		return nil, fmt.Errorf("keyer: read request body: %w", err)
+	limit := f.maxBody + 1
+	buf := make([]byte, 0, min(size, limit))
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) >= limit {
+				return nil, fmt.Errorf("%w: more than the limit of %d bytes", ErrBodyTooLarge, f.maxBody)
+			}
+			buf = slices.Grow(buf, int(min(int64(cap(buf)), limit-int64(cap(buf)))))
+		}
+		n, err := r.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > f.maxBody {
+			return nil, fmt.Errorf("%w: more than the limit of %d bytes", ErrBodyTooLarge, f.maxBody)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("keyer: read request body: %w", err)
+		}
 	}
-	if n > f.maxBody {
-		return nil, fmt.Errorf("%w: more than the limit of %d bytes", ErrBodyTooLarge, f.maxBody)
-	}
-	body := buf.Bytes()
-	r.Body = &replayBody{Reader: bytes.NewReader(body), orig: r.Body}
-	return body, nil
+	r.Body = &replayBody{b: buf, orig: r.Body}
+	return buf, nil
 }
 
 // replayBody serves the bytes already read and closes the original body.
 type replayBody struct {
-	*bytes.Reader
+	b    []byte
+	off  int
 	orig io.ReadCloser
+}
+
+func (b *replayBody) Read(p []byte) (int, error) {
+	if b.off >= len(b.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, b.b[b.off:])
+	b.off += n
+	return n, nil
+}
+
+// WriteTo lets io.Copy skip its own buffer.
+func (b *replayBody) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(b.b[b.off:])
+	b.off += n
+	return int64(n), err
 }
 
 func (b *replayBody) Close() error { return b.orig.Close() }
