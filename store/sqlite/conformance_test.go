@@ -13,7 +13,13 @@ import (
 // openFile opens a fresh, migrated store on a file in t's temporary directory.
 func openFile(t *testing.T, opts ...sqlite.Option) *sqlite.Store {
 	t.Helper()
-	s, err := sqlite.Open(filepath.Join(t.TempDir(), "idemkit.db"), opts...)
+	return openPath(t, filepath.Join(t.TempDir(), "idemkit.db"), opts...)
+}
+
+// openPath opens a migrated store on path, closed when t ends.
+func openPath(t *testing.T, path string, opts ...sqlite.Option) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(path, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
