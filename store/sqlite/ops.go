@@ -272,6 +272,9 @@ func (r runner) purge(ctx context.Context) (int64, error) {
 			return total, fmt.Errorf("sqlite: purge: %w", err)
 		}
 		total += n
+		if r.s.onPurgeBatch != nil {
+			r.s.onPurgeBatch(n)
+		}
 		if n < int64(r.s.batch) {
 			return total, nil
 		}

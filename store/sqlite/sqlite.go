@@ -34,6 +34,8 @@ type Store struct {
 	gate chan struct{}
 	// onWait, when set (by tests), is called when a write finds the gate taken.
 	onWait func()
+	// onPurgeBatch, when set (by tests), is called after each Purge statement.
+	onPurgeBatch func(n int64)
 
 	stmts     [numStmts]preparedStmt
 	closeOnce sync.Once
