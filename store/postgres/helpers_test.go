@@ -21,8 +21,14 @@ var shared struct {
 	err  error
 }
 
+// cleanups run after all tests and benchmarks, before the pool closes.
+var cleanups []func()
+
 func TestMain(m *testing.M) {
 	code := m.Run()
+	for _, f := range cleanups {
+		f()
+	}
 	if shared.pool != nil {
 		shared.pool.Close()
 	}
