@@ -4,14 +4,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idemkit/internal/leakcheck"
 	"github.com/idemkit/idemkit/internal/testenv"
 )
 
@@ -24,6 +27,9 @@ var shared struct {
 // cleanups run after all tests and benchmarks, before the pool closes.
 var cleanups []func()
 
+// TestMain runs the tests, drops the benchmark table, closes the shared
+// pool, then fails the run if goroutines were left behind (as
+// leakcheck.Main does, which cannot run cleanup before its check).
 func TestMain(m *testing.M) {
 	code := m.Run()
 	for _, f := range cleanups {
@@ -31,6 +37,12 @@ func TestMain(m *testing.M) {
 	}
 	if shared.pool != nil {
 		shared.pool.Close()
+	}
+	if code == 0 {
+		if leaked := leakcheck.Wait(5 * time.Second); leaked != "" {
+			fmt.Fprintf(os.Stderr, "leakcheck: goroutines still running after the tests:\n\n%s\n", leaked)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
