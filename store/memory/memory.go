@@ -1,0 +1,293 @@
+// Package memory is an in-process idemkit store: fast, safe for concurrent
+// use, and gone when the process exits. Use it in tests, in single-instance
+// services, and wherever losing the keys on restart is acceptable.
+//
+// Records live in 256 maps (shards), each behind its own mutex, so goroutines
+// working on different keys rarely wait for each other. A record whose lease
+// lapsed or whose retention is over is treated as absent at once; its memory
+// is reclaimed by the next write to the same key, by Purge, or by the
+// background sweep that New starts (every minute by default, see
+// WithSweepInterval), so a long-running process holds only live records plus
+// at most one sweep interval's worth of expired ones. Call Close to stop the
+// sweep.
+package memory
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+const numShards = 256 // a power of two
+
+// Store is an in-memory store.Store. The zero value is not usable; call New.
+type Store struct {
+	shards [numShards]shard
+	now    func() time.Time
+
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+type shard struct {
+	mu sync.Mutex
+	m  map[string]entry
+	_  [40]byte // keep neighbouring shards' mutexes off one cache line
+}
+
+// entry is one record. Times are Unix nanoseconds of the store's clock.
+type entry struct {
+	fingerprint string
+	token       store.Token
+	status      store.Status
+	response    []byte
+	lockedUntil int64
+	expiresAt   int64
+}
+
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Purger = (*Store)(nil)
+)
+
+// Option configures a Store.
+type Option func(*options)
+
+type options struct {
+	now   func() time.Time
+	sweep time.Duration
+}
+
+// WithClock makes the store read the time from now instead of time.Now,
+// so tests can move time forward without sleeping.
+func WithClock(now func() time.Time) Option {
+	return func(o *options) { o.now = now }
+}
+
+// WithSweepInterval sets how often the background sweep deletes expired
+// records (default one minute). Zero or a negative value starts no sweep;
+// expired records are then reclaimed only by writes to their key and by Purge.
+func WithSweepInterval(d time.Duration) Option {
+	return func(o *options) { o.sweep = d }
+}
+
+// New returns an empty Store and starts its background sweep.
+// Call Close when done with it to stop the sweep.
+func New(opts ...Option) *Store {
+	o := options{now: time.Now, sweep: time.Minute}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	s := &Store{now: o.now}
+	for i := range s.shards {
+		s.shards[i].m = make(map[string]entry)
+	}
+	if o.sweep > 0 {
+		s.stop = make(chan struct{})
+		s.done = make(chan struct{})
+		go s.sweepEvery(o.sweep)
+	}
+	return s
+}
+
+// Close stops the background sweep and waits for it to finish. The store
+// stays usable afterwards, without the sweep. Close is safe to call more than
+// once and always returns nil.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		if s.stop != nil {
+			close(s.stop)
+			<-s.done
+		}
+	})
+	return nil
+}
+
+// Claim implements store.Store.
+func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.Token, lease time.Duration) (store.Claim, error) {
+	if err := store.CheckClaim(key, fingerprint, token, lease); err != nil {
+		return store.Claim{}, fmt.Errorf("memory: claim: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Claim{}, fmt.Errorf("memory: claim: %w", err)
+	}
+	sh := s.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := s.clock()
+	e, live := sh.get(key, now)
+	var out store.Outcome
+	switch {
+	case !live:
+		e = entry{fingerprint: fingerprint, token: token, status: store.StatusInProgress}
+		fallthrough
+	case e.status == store.StatusInProgress && e.token == token && e.fingerprint == fingerprint:
+		e.lockedUntil = addNanos(now, lease)
+		e.expiresAt = e.lockedUntil
+		sh.m[key] = e
+		out = store.Acquired
+	case e.fingerprint != fingerprint:
+		out = store.Mismatch
+	case e.status == store.StatusCompleted:
+		out = store.Completed
+	default:
+		out = store.InProgress
+	}
+	return store.Claim{Outcome: out, Record: e.record(key)}, nil
+}
+
+// Complete implements store.Store.
+func (s *Store) Complete(ctx context.Context, key string, token store.Token, response []byte, retention time.Duration) error {
+	if err := store.CheckComplete(key, token, retention); err != nil {
+		return fmt.Errorf("memory: complete: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memory: complete: %w", err)
+	}
+	sh := s.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := s.clock()
+	e, live := sh.get(key, now)
+	if !live || e.token != token {
+		return fmt.Errorf("memory: complete %q: %w", key, store.ErrLeaseLost)
+	}
+	e.status = store.StatusCompleted
+	e.response = bytes.Clone(response)
+	e.lockedUntil = 0
+	e.expiresAt = addNanos(now, retention)
+	sh.m[key] = e
+	return nil
+}
+
+// Release implements store.Store.
+func (s *Store) Release(ctx context.Context, key string, token store.Token) error {
+	if err := store.CheckRelease(key, token); err != nil {
+		return fmt.Errorf("memory: release: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memory: release: %w", err)
+	}
+	sh := s.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e, live := sh.get(key, s.clock()); live && e.status == store.StatusInProgress && e.token == token {
+		delete(sh.m, key)
+	}
+	return nil
+}
+
+// Get implements store.Store.
+func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
+	if err := store.CheckKey(key); err != nil {
+		return store.Record{}, fmt.Errorf("memory: get: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Record{}, fmt.Errorf("memory: get: %w", err)
+	}
+	sh := s.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, live := sh.get(key, s.clock())
+	if !live {
+		return store.Record{}, fmt.Errorf("memory: get %q: %w", key, store.ErrNotFound)
+	}
+	return e.record(key), nil
+}
+
+// Purge deletes every record whose lease lapsed or whose retention is over,
+// one shard at a time, and reports how many it deleted. It implements
+// store.Purger.
+func (s *Store) Purge(ctx context.Context) (int64, error) {
+	var n int64
+	for i := range s.shards {
+		if err := ctx.Err(); err != nil {
+			return n, fmt.Errorf("memory: purge: %w", err)
+		}
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		now := s.clock()
+		for k, e := range sh.m {
+			if e.expiresAt <= now {
+				delete(sh.m, k)
+				n++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return n, nil
+}
+
+// Len reports how many records the store holds, including expired ones not
+// yet reclaimed. It is meant for tests and metrics.
+func (s *Store) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += len(sh.m)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+func (s *Store) sweepEvery(d time.Duration) {
+	defer close(s.done)
+	tick := time.NewTicker(d)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+			_, _ = s.Purge(context.Background())
+		}
+	}
+}
+
+func (s *Store) clock() int64 { return s.now().UnixNano() }
+
+// shard picks the key's shard by FNV-1a, without allocating.
+func (s *Store) shard(key string) *shard {
+	h := uint32(2166136261)
+	for i := 0; i < len(key); i++ {
+		h ^= uint32(key[i])
+		h *= 16777619
+	}
+	return &s.shards[h&(numShards-1)]
+}
+
+// get returns the key's entry and whether it is live at now. The caller holds sh.mu.
+func (sh *shard) get(key string, now int64) (entry, bool) {
+	e, ok := sh.m[key]
+	return e, ok && e.expiresAt > now
+}
+
+func (e entry) record(key string) store.Record {
+	r := store.Record{
+		Key:         key,
+		Fingerprint: e.fingerprint,
+		Status:      e.status,
+		Token:       e.token,
+		Response:    bytes.Clone(e.response),
+		ExpiresAt:   time.Unix(0, e.expiresAt),
+	}
+	if e.status == store.StatusInProgress {
+		r.LockedUntil = time.Unix(0, e.lockedUntil)
+	}
+	return r
+}
+
+// addNanos returns now+d in Unix nanoseconds, saturating instead of overflowing.
+func addNanos(now int64, d time.Duration) int64 {
+	if now > math.MaxInt64-int64(d) {
+		return math.MaxInt64
+	}
+	return now + int64(d)
+}

@@ -1,0 +1,159 @@
+package storetest
+
+import (
+	"bytes"
+	"errors"
+	"time"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// The helpers below fail the subtest with a message that names the call and
+// the rule it broke. Those that return a value stop the subtest on a backend
+// error, since nothing after it would be meaningful.
+
+func (e *env) claim(key, fp string, tok store.Token, lease time.Duration) store.Claim {
+	e.Helper()
+	c, err := e.s.Claim(e.ctx, key, fp, tok, lease)
+	if err != nil {
+		e.Fatalf("Claim(%q, %q, %s, %v): unexpected error: %v", key, fp, tok, lease, err)
+	}
+	return c
+}
+
+// claimWant claims and checks the outcome and the record's key, fingerprint
+// and token holder.
+func (e *env) claimWant(key, fp string, tok store.Token, lease time.Duration, want store.Outcome) store.Claim {
+	e.Helper()
+	c := e.claim(key, fp, tok, lease)
+	if c.Outcome != want {
+		e.Fatalf("Claim(%q, %q, %s): outcome = %v, want %v (record: %s)", key, fp, tok, c.Outcome, want, describe(c.Record))
+	}
+	if c.Record.Key != key {
+		e.Errorf("Claim(%q): Record.Key = %q, want %q", key, c.Record.Key, key)
+	}
+	if want == store.Acquired {
+		e.checkInProgress("Claim result", c.Record, fp, tok)
+	}
+	return c
+}
+
+func (e *env) complete(key string, tok store.Token, resp []byte, retention time.Duration) error {
+	e.Helper()
+	return e.s.Complete(e.ctx, key, tok, resp, retention)
+}
+
+func (e *env) mustComplete(key string, tok store.Token, resp []byte, retention time.Duration) {
+	e.Helper()
+	if err := e.complete(key, tok, resp, retention); err != nil {
+		e.Fatalf("Complete(%q, %s) by the holder: %v", key, tok, err)
+	}
+}
+
+func (e *env) mustRelease(key string, tok store.Token) {
+	e.Helper()
+	if err := e.s.Release(e.ctx, key, tok); err != nil {
+		e.Fatalf("Release(%q, %s): %v, want nil", key, tok, err)
+	}
+}
+
+// get returns the live record, failing if there is none.
+func (e *env) get(key string) store.Record {
+	e.Helper()
+	r, err := e.s.Get(e.ctx, key)
+	if err != nil {
+		e.Fatalf("Get(%q): %v, want a live record", key, err)
+	}
+	if r.Key != key {
+		e.Errorf("Get(%q): Record.Key = %q", key, r.Key)
+	}
+	return r
+}
+
+// wantAbsent checks that Get reports ErrNotFound and nothing else.
+func (e *env) wantAbsent(key, why string) {
+	e.Helper()
+	r, err := e.s.Get(e.ctx, key)
+	switch {
+	case err == nil:
+		e.Fatalf("Get(%q) %s: found %s, want ErrNotFound", key, why, describe(r))
+	case !errors.Is(err, store.ErrNotFound):
+		e.Fatalf("Get(%q) %s: error %v, want one matching store.ErrNotFound", key, why, err)
+	case errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrInvalid):
+		e.Fatalf("Get(%q) %s: error %v matches another sentinel too", key, why, err)
+	}
+}
+
+// wantLeaseLost checks that err is ErrLeaseLost.
+func (e *env) wantLeaseLost(err error, call string) {
+	e.Helper()
+	if !errors.Is(err, store.ErrLeaseLost) {
+		e.Fatalf("%s: error %v, want one matching store.ErrLeaseLost", call, err)
+	}
+}
+
+// wantInProgress checks that the key's live record is in progress, held by tok.
+func (e *env) wantInProgress(key, fp string, tok store.Token) store.Record {
+	e.Helper()
+	r := e.get(key)
+	e.checkInProgress("Get("+key+")", r, fp, tok)
+	return r
+}
+
+func (e *env) checkInProgress(what string, r store.Record, fp string, tok store.Token) {
+	e.Helper()
+	if r.Status != store.StatusInProgress || r.Token != tok || r.Fingerprint != fp {
+		e.Fatalf("%s: %s, want in progress held by %s with fingerprint %q", what, describe(r), tok, fp)
+	}
+	if len(r.Response) != 0 {
+		e.Errorf("%s: in-progress record has a %d-byte response, want none", what, len(r.Response))
+	}
+	if !r.LockedUntil.Equal(r.ExpiresAt) {
+		e.Errorf("%s: in progress with LockedUntil %v != ExpiresAt %v", what, r.LockedUntil, r.ExpiresAt)
+	}
+}
+
+// wantCompleted checks that the key's live record is completed by tok with resp.
+func (e *env) wantCompleted(key, fp string, tok store.Token, resp []byte) store.Record {
+	e.Helper()
+	r := e.get(key)
+	e.checkCompleted("Get("+key+")", r, fp, tok, resp)
+	return r
+}
+
+func (e *env) checkCompleted(what string, r store.Record, fp string, tok store.Token, resp []byte) {
+	e.Helper()
+	if r.Status != store.StatusCompleted || r.Token != tok || r.Fingerprint != fp {
+		e.Fatalf("%s: %s, want completed by %s with fingerprint %q", what, describe(r), tok, fp)
+	}
+	if !bytes.Equal(r.Response, resp) {
+		e.Errorf("%s: Response = %s, want %s", what, short(r.Response), short(resp))
+	}
+	if !r.LockedUntil.IsZero() {
+		e.Errorf("%s: completed record has LockedUntil %v, want the zero time", what, r.LockedUntil)
+	}
+}
+
+// wantNear checks that got is within the harness's tolerance of want.
+func (e *env) wantNear(what string, got, want time.Time) {
+	e.Helper()
+	if d := got.Sub(want); d > e.h.Tolerance || d < -e.h.Tolerance {
+		e.Errorf("%s = %v, want %v ± %v (off by %v)", what, got, want, e.h.Tolerance, d)
+	}
+}
+
+func describe(r store.Record) string {
+	if r.Status == 0 && r.Token == "" {
+		return "an empty record"
+	}
+	return "{" + r.Status.String() + " token=" + string(r.Token) + " fingerprint=" + quote(r.Fingerprint) +
+		" response=" + short(r.Response) + " lockedUntil=" + r.LockedUntil.Format(time.RFC3339Nano) +
+		" expiresAt=" + r.ExpiresAt.Format(time.RFC3339Nano) + "}"
+}
+
+func short(b []byte) string {
+	if len(b) > 40 {
+		return quote(string(b[:40])) + "…(" + itoa(len(b)) + " bytes)"
+	}
+	return quote(string(b))
+}
