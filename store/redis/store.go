@@ -48,7 +48,6 @@ type options struct {
 	now         func() time.Time
 	log         *slog.Logger
 	checkPolicy bool
-	noSetGet    bool
 }
 
 // WithPrefix sets the prefix put before every key (default DefaultPrefix).
@@ -87,12 +86,6 @@ func WithEvictionCheck(enabled bool) Option {
 	return func(o *options) { o.checkPolicy = enabled }
 }
 
-// withoutSetGet makes the store claim with the Lua fallback from the start,
-// as it does after a server rejected SET ... NX GET. For tests.
-func withoutSetGet() Option {
-	return func(o *options) { o.noSetGet = true }
-}
-
 // New returns a Store that keeps its records through client: a *redis.Client,
 // a Sentinel failover client, a *redis.ClusterClient or a *redis.Ring. New
 // does no I/O; the first call that touches Redis also checks
@@ -105,9 +98,7 @@ func New(client goredis.UniversalClient, opts ...Option) *Store {
 			opt(&o)
 		}
 	}
-	s := &Store{client: client, prefix: o.prefix, now: o.now, log: o.log, checkPolicy: o.checkPolicy}
-	s.noSetGet.Store(o.noSetGet)
-	return s
+	return &Store{client: client, prefix: o.prefix, now: o.now, log: o.log, checkPolicy: o.checkPolicy}
 }
 
 // Claim implements store.Store. A new key costs one command (SET NX GET PX);
