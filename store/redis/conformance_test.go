@@ -93,4 +93,3 @@ func (h *rejectSetGet) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook
 func (h *rejectSetGet) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
 	return next
 }
-
