@@ -27,6 +27,9 @@ const (
 	StoreError
 	// Renewed: the lease was renewed while the handler ran.
 	Renewed
+	// Waiting: the key was in progress and the request starts waiting for
+	// it (WithWait); it ends in Replayed, a run of its own, or Conflict.
+	Waiting
 	// LeaseLost: renewal found the key taken by another claim, or the lease
 	// could not be renewed before it lapsed; the handler's context is
 	// cancelled with store.ErrLeaseLost as its cause and the response will
@@ -53,6 +56,8 @@ func (k EventKind) String() string {
 		return "renewed"
 	case LeaseLost:
 		return "lease lost"
+	case Waiting:
+		return "waiting"
 	}
 	return "EventKind(" + strconv.Itoa(int(k)) + ")"
 }

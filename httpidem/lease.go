@@ -29,7 +29,7 @@ func (m *middleware) serveLease(w http.ResponseWriter, r *http.Request, next htt
 		case o == store.Acquired:
 			m.runLease(w, r, next, key, fp, tok)
 			return
-		case o == store.InProgress && m.wait > 0 && m.waitStep(r, deadline, attempt):
+		case o == store.InProgress && m.wait > 0 && m.waitStep(r, key, deadline, attempt):
 			continue
 		case o == store.InProgress && r.Context().Err() != nil:
 			return // the client left while waiting

@@ -211,10 +211,13 @@ func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, next ht
 
 // waitStep sleeps before the next poll of an in-progress key. It reports
 // false when the wait is over (deadline passed, or the client went away).
-func (m *middleware) waitStep(r *http.Request, deadline time.Time, attempt int) bool {
+func (m *middleware) waitStep(r *http.Request, key string, deadline time.Time, attempt int) bool {
 	left := time.Until(deadline)
 	if left <= 0 {
 		return false
+	}
+	if attempt == 0 {
+		m.emit(Event{Kind: Waiting, Request: r, Key: key})
 	}
 	d := min(5*time.Millisecond<<min(attempt, 5), 100*time.Millisecond, left)
 	t := time.NewTimer(d)

@@ -53,7 +53,7 @@ func (m *middleware) serveTx(w http.ResponseWriter, r *http.Request, next http.H
 				return
 			}
 			switch {
-			case run.outcome == store.InProgress && m.wait > 0 && m.waitStep(r, deadline, attempt):
+			case run.outcome == store.InProgress && m.wait > 0 && m.waitStep(r, key, deadline, attempt):
 				continue
 			case run.outcome == store.InProgress && r.Context().Err() != nil:
 				return

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/keyer"
+	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/store/postgres"
+	"github.com/idemkit/idemkit/store/sqlite"
+)
+
+// payment is what POST /payments creates and returns.
+type payment struct {
+	ID     int64 `json:"id"`
+	Amount int64 `json:"amount"`
+}
+
+// ledger keeps payments. create runs inside the request: for the SQL
+// ledgers, inside the middleware's transaction, found in ctx.
+type ledger interface {
+	create(ctx context.Context, user string, amount int64) (payment, error)
+	list(ctx context.Context) ([]payment, error)
+}
+
+type app struct {
+	store    store.Store
+	ledger   ledger
+	idem     func(http.Handler) http.Handler
+	logger   *slog.Logger
+	describe string
+	close    func()
+
+	// beforeCreate, when set, runs before a payment is created; an error
+	// answers 500. The tests use it to hold a request in flight or fail one.
+	beforeCreate func(ctx context.Context) error
+}
+
+func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describe string, closeFn func()) *app {
+	a := &app{store: st, ledger: led, logger: logger, describe: describe, close: closeFn}
+	opts := []httpidem.Option{
+		// One client can never replay another's payment.
+		httpidem.WithScope(func(r *http.Request) ([]string, error) {
+			u, err := userOf(r)
+			return []string{u}, err
+		}),
+		// {"amount":1990} and { "amount": 1990 } are the same request.
+		httpidem.WithFingerprinter(keyer.NewFingerprinter(keyer.WithCanonicalJSON(), keyer.WithMaxBody(64<<10))),
+		// Duplicates in flight wait for the first and replay its answer
+		// (lease mode; in a transaction they wait on the database anyway).
+		httpidem.WithWait(cfg.Wait),
+		httpidem.WithLogger(logger),
+	}
+	if cfg.hook != nil {
+		opts = append(opts, httpidem.WithHook(cfg.hook))
+	}
+	a.idem = httpidem.New(st, opts...)
+	return a
+}
+
+func (a *app) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("POST /payments", a.idem(http.HandlerFunc(a.createPayment)))
+	mux.HandleFunc("GET /payments", a.listPayments)
+	return mux
+}
+
+// userOf returns the caller: the bearer token of the Authorization header
+// (a stand-in for real authentication), or "anonymous" without one.
+func userOf(r *http.Request) (string, error) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return "anonymous", nil
+	}
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || tok == "" || len(tok) > 64 {
+		return "", fmt.Errorf("%w: Authorization must be \"Bearer <token>\" with at most 64 characters", httpidem.ErrUnauthenticated)
+	}
+	return tok, nil
+}
+
+func (a *app) createPayment(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Amount *int64 `json:"amount"`
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil || req.Amount == nil || *req.Amount <= 0 {
+		problem(w, http.StatusBadRequest, `The body must be JSON {"amount": <a positive integer, in cents>}.`)
+		return
+	}
+	user, err := userOf(r)
+	if err != nil {
+		problem(w, http.StatusUnauthorized, err.Error())
+		return
+	}
+	if a.beforeCreate != nil {
+		if err := a.beforeCreate(r.Context()); err != nil {
+			problem(w, http.StatusInternalServerError, "The payment could not be created; retry with the same key.")
+			return
+		}
+	}
+	p, err := a.ledger.create(r.Context(), user, *req.Amount)
+	if err != nil {
+		a.logger.ErrorContext(r.Context(), "create payment", "err", err)
+		problem(w, http.StatusInternalServerError, "The payment could not be created; retry with the same key.")
+		return
+	}
+	w.Header().Set("Location", "/payments/"+strconv.FormatInt(p.ID, 10))
+	writeJSON(w, http.StatusCreated, p)
+}
+
+func (a *app) listPayments(w http.ResponseWriter, r *http.Request) {
+	ps, err := a.ledger.list(r.Context())
+	if err != nil {
+		a.logger.ErrorContext(r.Context(), "list payments", "err", err)
+		problem(w, http.StatusInternalServerError, "The payments could not be listed.")
+		return
+	}
+	if ps == nil {
+		ps = []payment{}
+	}
+	writeJSON(w, http.StatusOK, ps)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+func problem(w http.ResponseWriter, status int, detail string) {
+	b, _ := json.Marshal(map[string]any{"type": "about:blank", "title": http.StatusText(status), "status": status, "detail": detail})
+	w.Header().Set("Content-Type", httpidem.ProblemContentType)
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// quoteIdent quotes a table name for SQLite and PostgreSQL.
+func quoteIdent(name string) string {
+	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
+}
+
+var errNoTx = errors.New("payments: not inside the idempotency transaction")
+
+// sqliteLedger keeps payments in a table of the store's SQLite database and
+// writes them in the middleware's transaction (sqlite.TxFrom).
+type sqliteLedger struct {
+	db    *sql.DB
+	table string
+}
+
+func newSQLiteLedger(ctx context.Context, db *sql.DB, table string) (*sqliteLedger, error) {
+	t := quoteIdent(table)
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS `+t+` (
+		id      INTEGER PRIMARY KEY AUTOINCREMENT,
+		user_id TEXT    NOT NULL,
+		amount  INTEGER NOT NULL)`); err != nil {
+		return nil, fmt.Errorf("payments: create table: %w", err)
+	}
+	return &sqliteLedger{db: db, table: t}, nil
+}
+
+func (l *sqliteLedger) create(ctx context.Context, user string, amount int64) (payment, error) {
+	tx, ok := sqlite.TxFrom(ctx)
+	if !ok {
+		return payment{}, errNoTx
+	}
+	var p payment
+	err := tx.QueryRowContext(ctx, `INSERT INTO `+l.table+` (user_id, amount) VALUES (?, ?) RETURNING id, amount`, user, amount).Scan(&p.ID, &p.Amount)
+	return p, err
+}
+
+func (l *sqliteLedger) list(ctx context.Context) ([]payment, error) {
+	rows, err := l.db.QueryContext(ctx, `SELECT id, amount FROM `+l.table+` ORDER BY id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ps []payment
+	for rows.Next() {
+		var p payment
+		if err := rows.Scan(&p.ID, &p.Amount); err != nil {
+			return nil, err
+		}
+		ps = append(ps, p)
+	}
+	return ps, rows.Err()
+}
+
+// postgresLedger keeps payments in a table of the store's PostgreSQL
+// database and writes them in the middleware's transaction (postgres.TxFrom).
+type postgresLedger struct {
+	pool  *pgxpool.Pool
+	table string
+}
+
+func newPostgresLedger(ctx context.Context, pool *pgxpool.Pool, table string) (*postgresLedger, error) {
+	t := quoteIdent(table)
+	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+t+` (
+		id      bigserial PRIMARY KEY,
+		user_id text   NOT NULL,
+		amount  bigint NOT NULL)`); err != nil {
+		return nil, fmt.Errorf("payments: create table: %w", err)
+	}
+	return &postgresLedger{pool: pool, table: t}, nil
+}
+
+func (l *postgresLedger) create(ctx context.Context, user string, amount int64) (payment, error) {
+	tx, ok := postgres.TxFrom(ctx)
+	if !ok {
+		return payment{}, errNoTx
+	}
+	var p payment
+	err := tx.QueryRow(ctx, `INSERT INTO `+l.table+` (user_id, amount) VALUES ($1, $2) RETURNING id, amount`, user, amount).Scan(&p.ID, &p.Amount)
+	return p, err
+}
+
+func (l *postgresLedger) list(ctx context.Context) ([]payment, error) {
+	rows, err := l.pool.Query(ctx, `SELECT id, amount FROM `+l.table+` ORDER BY id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ps []payment
+	for rows.Next() {
+		var p payment
+		if err := rows.Scan(&p.ID, &p.Amount); err != nil {
+			return nil, err
+		}
+		ps = append(ps, p)
+	}
+	return ps, rows.Err()
+}
+
+// memLedger keeps payments in the process (memory and Redis stores, lease
+// mode). Its ids come from this list, so with Redis they are per process: a
+// demo, not a bank.
+type memLedger struct {
+	mu       sync.Mutex
+	payments []payment
+}
+
+func (l *memLedger) create(ctx context.Context, user string, amount int64) (payment, error) {
+	if err := ctx.Err(); err != nil {
+		return payment{}, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := payment{ID: int64(len(l.payments)) + 1, Amount: amount}
+	l.payments = append(l.payments, p)
+	return p, nil
+}
+
+func (l *memLedger) list(context.Context) ([]payment, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]payment(nil), l.payments...), nil
+}
