@@ -156,10 +156,10 @@ func WithMaxResponse(n int) Option {
 }
 
 // WithReplayHeaders keeps only the named response headers for replay (an
-// allowlist). Set-Cookie, hop-by-hop headers, Date and Content-Length are
-// never kept, even when listed.
+// allowlist; with no names, none). Set-Cookie, hop-by-hop headers, Date and
+// Content-Length are never kept, even when listed.
 func WithReplayHeaders(names ...string) Option {
-	return func(o *options) { o.allow = append(o.allow[:0:0], names...) }
+	return func(o *options) { o.allow = append(make([]string, 0, len(names)), names...) }
 }
 
 // WithoutReplayHeaders adds names to the headers that are not kept for
@@ -172,7 +172,8 @@ func WithoutReplayHeaders(names ...string) Option {
 // the store fails on the first Claim (it logs the failure and reports a
 // StoreError event). The default is to fail closed: 503 problem, handler not
 // run, because a retry that runs twice is exactly what the middleware exists
-// to prevent.
+// to prevent. In transactional mode a handler run this way finds no
+// transaction in its context.
 func WithFailOpen() Option {
 	return func(o *options) { o.failOpen = true }
 }
