@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/idemkit/idemkit/keyer"
+	"github.com/idemkit/idemkit/store"
 )
 
 func TestScopedKeyFormat(t *testing.T) {
@@ -65,6 +66,9 @@ func FuzzScopedKeyInjective(f *testing.F) {
 			if len(c.s) > keyer.MaxStoreKeyLen || !utf8.ValidString(c.s) || strings.IndexByte(c.s, 0) >= 0 {
 				t.Fatalf("ScopedKey(%q) = %q is not a valid store key", c.in, c.s)
 			}
+			if err := store.CheckKey(c.s); err != nil {
+				t.Fatalf("ScopedKey(%q) = %q: %v", c.in, c.s, err)
+			}
 			parts, ok := keyer.SplitScopedKey(c.s)
 			if !ok || !slices.Equal(parts, c.in) {
 				t.Fatalf("SplitScopedKey(%q) = %q, %v; want %q", c.s, parts, ok, c.in)
@@ -109,11 +113,14 @@ func TestScopedKeyRandom(t *testing.T) {
 }
 
 func TestScopedKeyLimits(t *testing.T) {
+	if keyer.MaxStoreKeyLen != store.MaxKeyLen {
+		t.Fatalf("keyer.MaxStoreKeyLen = %d, store.MaxKeyLen = %d", keyer.MaxStoreKeyLen, store.MaxKeyLen)
+	}
 	key := strings.Repeat("k", keyer.MaxKeyLen)
 	// The largest scope that fits: one part of MaxScopeLen-5 bytes ("NNN:" + part + "|").
 	part := strings.Repeat("s", keyer.MaxScopeLen-5)
 	s, err := keyer.ScopedKey(key, part)
-	if err != nil || len(s) > keyer.MaxStoreKeyLen {
+	if err != nil || len(s) > keyer.MaxStoreKeyLen || store.CheckKey(s) != nil {
 		t.Fatalf("max scope with max key: len %d, %v", len(s), err)
 	}
 	if _, err := keyer.ScopedKey(key, part+"s"); !errors.Is(err, keyer.ErrBadScope) {
