@@ -646,3 +646,29 @@ func TestSuccessKeptDespiteDisconnect(t *testing.T) {
 	require.Equal(t, 201, w.Code)
 	assert.Equal(t, "true", w.Header().Get(httpidem.ReplayedHeader))
 }
+
+func TestReplayHeaderOptions(t *testing.T) {
+	tests := []struct {
+		name        string
+		opt         httpidem.Option
+		kept, unset []string
+	}{
+		{"allowlist", httpidem.WithReplayHeaders("location", "Set-Cookie"), []string{"Location"}, []string{"Content-Type", "X-Multi", "Set-Cookie"}},
+		{"empty allowlist", httpidem.WithReplayHeaders(), nil, []string{"Location", "Content-Type", "X-Multi"}},
+		{"denylist", httpidem.WithoutReplayHeaders("x-multi"), []string{"Location", "Content-Type"}, []string{"X-Multi", "Set-Cookie", "X-Request-Id"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mw := httpidem.New(newFakeStore(), tt.opt)(&counting{})
+			serve(mw, newReq(`{}`, "k"))
+			w := serve(mw, newReq(`{}`, "k"))
+			require.Equal(t, "true", w.Header().Get(httpidem.ReplayedHeader))
+			for _, h := range tt.kept {
+				assert.NotEmpty(t, w.Header().Get(h), h)
+			}
+			for _, h := range tt.unset {
+				assert.Empty(t, w.Header().Get(h), h)
+			}
+		})
+	}
+}
