@@ -50,12 +50,15 @@ func (m *middleware) runLease(w http.ResponseWriter, r *http.Request, next http.
 		if finished {
 			return
 		}
-		// The handler panicked (http.ErrAbortHandler included): release the
-		// key so the retry runs, then let the panic continue.
+		// The handler panicked (http.ErrAbortHandler included) or called
+		// runtime.Goexit: release the key so the retry runs, then let the
+		// panic (or the Goexit) continue.
 		p := recover()
 		rn.stop()
 		m.release(r, key, tok, "panic")
-		panic(p)
+		if p != nil {
+			panic(p)
+		}
 	}()
 	next.ServeHTTP(tw, r.WithContext(ctx))
 	finished = true
