@@ -162,6 +162,11 @@ func TestCanonicalJSON(t *testing.T) {
 		{`{"a":{"t":1}}`, `{"a":{"t":1}}`, []string{"t"}}, // only top-level members are left out
 		{`[]`, `[]`, nil},
 		{`{}`, `{}`, nil},
+		{` [ 1 , { } , [ ] , "a" ] `, `[1,{},[],"a"]`, nil},
+		{`"\ud83d\ude00 \/ \b\f\n\r\t"`, "\"\U0001F600 / \\u0008\\u000c\\u000a\\u000d\\u0009\"", nil},
+		{`{"\u0061":1}`, `{"a":1}`, nil},
+		{`-0.5e+10`, `-0.5e+10`, nil},
+		{`1E5`, `1E5`, nil},
 	}
 	for _, tt := range tests {
 		got, ok := keyer.CanonicalJSON([]byte(tt.in), tt.omit...)
@@ -169,22 +174,26 @@ func TestCanonicalJSON(t *testing.T) {
 			t.Errorf("CanonicalJSON(%s) = %s, %v; want %s", tt.in, got, ok, tt.want)
 		}
 	}
-	for _, bad := range []string{``, `{`, `{"a":1,}`, `{"a":1}{}`, `{"a":1} x`, `{"a":1,"a":2}`, "\"\xff\"", `[` + strings.Repeat("[", 300) + strings.Repeat("]", 301), `nul`} {
+	for _, bad := range []string{``, `{`, `{"a":1,}`, `{"a":1}{}`, `{"a":1} x`, `{"a":1,"a":2}`, "\"\xff\"", `[` + strings.Repeat("[", 300) + strings.Repeat("]", 301), `nul`, `-`, `1.`, `.5`, `1e`, `+1`, `01`, `[01]`, `"\ud800"`, `"\udc00"`, `"\ud800\u0041"`, `"\x"`, `"a` + "\n" + `"`, `{"a"}`, `{1:2}`, `[1 2]`, `truex`} {
 		if got, ok := keyer.CanonicalJSON([]byte(bad)); ok {
 			t.Errorf("CanonicalJSON(%q) = %s, true; want false", bad, got)
 		}
 	}
 }
 
-// FuzzCanonicalJSON checks three properties on any input: canonicalisation
-// is idempotent; re-indenting a document does not change its canonical form;
-// and equal canonical forms mean equal values (decoded with UseNumber).
+// FuzzCanonicalJSON checks four properties on any input: only valid JSON is
+// canonicalised, into valid JSON; canonicalisation is idempotent;
+// re-indenting a document does not change its canonical form; and equal
+// canonical forms mean equal values (decoded with UseNumber).
 func FuzzCanonicalJSON(f *testing.F) {
 	for _, s := range []string{`{"b":1,"a":2}`, `[1,"x",{"k":[null]}]`, `"\u0041"`, `1e3`, `{"a":{"b":{"c":1.0}}}`, `{"a":1,"a":1}`} {
 		f.Add([]byte(s), []byte(`{"a":2,"b":1}`))
 	}
 	f.Fuzz(func(t *testing.T, a, b []byte) {
 		ca, okA := keyer.CanonicalJSON(a)
+		if okA && (!json.Valid(a) || !json.Valid(ca)) {
+			t.Fatalf("CanonicalJSON accepted %q (valid: %v) giving %q (valid: %v)", a, json.Valid(a), ca, json.Valid(ca))
+		}
 		if okA {
 			again, ok := keyer.CanonicalJSON(ca)
 			if !ok || !bytes.Equal(again, ca) {
