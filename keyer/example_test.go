@@ -39,3 +39,14 @@ func ExampleFingerprinter() {
 	fmt.Println(fa == fb, fa[:3])
 	// Output: true v1:
 }
+
+func ExampleCanonicalJSON() {
+	a, _ := keyer.CanonicalJSON([]byte(`{ "b": [1, 2.0], "a": "\u00e9" }`))
+	b, _ := keyer.CanonicalJSON([]byte(`{"a":"é","b":[1,2.0]}`))
+	fmt.Println(string(a), string(a) == string(b))
+	_, ok := keyer.CanonicalJSON([]byte(`{"a":1,"a":2}`))
+	fmt.Println(ok)
+	// Output:
+	// {"a":"é","b":[1,2.0]} true
+	// false
+}
