@@ -34,7 +34,7 @@ func (t *teeWriter) WriteHeader(code int) {
 		return
 	}
 	t.status = code
-	t.enc = appendHead(make([]byte, 0, 512), code, t.w.Header(), t.policy)
+	t.enc = appendHead(make([]byte, 0, 128), code, t.w.Header(), t.policy)
 	t.head = len(t.enc)
 	t.w.WriteHeader(code)
 }
