@@ -159,8 +159,14 @@ func (s *Store) checkOpen(ctx context.Context, memory, wantWAL bool) error {
 	if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1`, s.table).Scan(&n); err != nil {
 		return err
 	}
-	if n > 0 {
-		return verifyTable(ctx, conn, s.table)
+	if n == 0 {
+		return nil // Migrate will create it
 	}
-	return nil
+	if err := verifyTable(ctx, conn, s.table); err != nil {
+		return err
+	}
+	if memory {
+		return nil // the only connection is conn; Migrate prepares
+	}
+	return s.prepareAll(ctx)
 }

@@ -318,7 +318,9 @@ func TestMain(m *testing.M) {
 	if v, ok := os.LookupEnv(crashEnv); ok {
 		crashChild(v)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	sqlite.RemoveBenchFile()
+	os.Exit(code)
 }
 
 func crashChild(v string) {

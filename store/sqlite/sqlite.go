@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemkit/idemkit/store"
@@ -30,8 +31,14 @@ type Store struct {
 	wait      time.Duration
 	batch     int
 
-	// gate admits one of this Store's writes at a time (see the package doc).
-	gate chan struct{}
+	// gate admits one writer at a time: the leader of the write queue, an
+	// InTx, or Migrate (see the package doc and batch.go).
+	gate  chan struct{}
+	queue writeQueue
+	// epoch and lastProgress (nanoseconds since epoch, on the monotonic
+	// clock) tell when a writer last finished.
+	epoch        time.Time
+	lastProgress atomic.Int64
 	// onWait, when set (by tests), is called when a write finds the gate taken.
 	onWait func()
 	// onPurgeBatch, when set (by tests), is called after each Purge statement.
@@ -76,6 +83,7 @@ func newStore(db *sql.DB, o options) (*Store, error) {
 		wait:  o.busyTimeout,
 		batch: o.purgeBatch,
 		gate:  make(chan struct{}, 1),
+		epoch: time.Now(),
 	}
 	for i := range s.stmts {
 		s.stmts[i].query = buildQuery(stmtID(i), quoteIdent(o.table))
@@ -114,8 +122,9 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
-// lock waits for the Store's write gate, for at most the busy timeout, and
-// returns the function that opens it again.
+// lock waits for the Store's write gate, as long as other writers keep
+// finishing and at most the busy timeout after the last one did, and returns
+// the function that opens it again.
 func (s *Store) lock(ctx context.Context) (func(), error) {
 	select {
 	case s.gate <- struct{}{}:
@@ -127,28 +136,37 @@ func (s *Store) lock(ctx context.Context) (func(), error) {
 	}
 	t := time.NewTimer(s.wait)
 	defer t.Stop()
-	select {
-	case s.gate <- struct{}{}:
-		return s.unlock, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for the write lock: %w", ctx.Err())
-	case <-t.C:
-		return nil, &LockTimeoutError{Wait: s.wait}
+	for {
+		select {
+		case s.gate <- struct{}{}:
+			return s.unlock, nil
+		case <-ctx.Done():
+			return nil, errWaiting(ctx.Err())
+		case <-t.C:
+			if d := s.sinceProgress(); d < s.wait {
+				t.Reset(s.wait - d)
+				continue
+			}
+			return nil, &LockTimeoutError{Wait: s.wait}
+		}
 	}
 }
 
-func (s *Store) unlock() { <-s.gate }
+func (s *Store) unlock() {
+	s.progressed()
+	<-s.gate
+}
 
-// LockTimeoutError reports that a write waited longer than the busy timeout
-// for another write of the same Store to finish: usually a long InTx, or a
-// call made inside InTx's fn with a context that does not carry its
-// transaction (use the Store and the context passed to fn).
+// LockTimeoutError reports that a write of a Store waited for the busy
+// timeout without any other write of that Store finishing: usually an InTx
+// that runs too long, or a call made inside InTx's fn with a context that
+// does not carry its transaction (use the Store and the context passed to fn).
 type LockTimeoutError struct {
 	Wait time.Duration
 }
 
 func (e *LockTimeoutError) Error() string {
-	return fmt.Sprintf("waited %v for the write lock held by another write of this store", e.Wait)
+	return fmt.Sprintf("waited %v for the write lock, held all that time by another writer of this store", e.Wait)
 }
 
 // micros converts t to the stored form.
