@@ -163,7 +163,14 @@ func (s *Store) runBatch(batch []*writeReq) {
 		s.runAlone(live[0])
 		return
 	}
-	if len(live) == 0 || s.runGrouped(live) {
+	if len(live) == 0 {
+		return
+	}
+	ok := s.runGrouped(live)
+	if s.onGroup != nil {
+		s.onGroup(len(live), ok)
+	}
+	if ok {
 		return
 	}
 	for _, r := range live { // the group failed: each on its own

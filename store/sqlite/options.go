@@ -55,10 +55,11 @@ func WithClock(now func() time.Time) Option {
 }
 
 // WithBusyTimeout sets how long a write waits for the write lock before it
-// fails (default DefaultBusyTimeout). It bounds the wait for the Store's own
-// queue of writes in both Open and New; with Open it is also the connection's
-// PRAGMA busy_timeout, the wait for other processes. With New, set busy_timeout
-// in the DSN of your *sql.DB as well.
+// fails (default DefaultBusyTimeout). In the Store's own queue of writes (Open
+// and New) a write fails with a LockTimeoutError once no other write has
+// finished for that long; with Open it is also every connection's PRAGMA
+// busy_timeout, the wait for other processes. With New, set busy_timeout in
+// the DSN of your *sql.DB as well.
 func WithBusyTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {

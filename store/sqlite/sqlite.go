@@ -41,6 +41,9 @@ type Store struct {
 	lastProgress atomic.Int64
 	// onWait, when set (by tests), is called when a write finds the gate taken.
 	onWait func()
+	// onGroup, when set (by tests), is called after a group of writes ran
+	// in one transaction, with its size and whether it committed.
+	onGroup func(size int, committed bool)
 	// onPurgeBatch, when set (by tests), is called after each Purge statement.
 	onPurgeBatch func(n int64)
 
