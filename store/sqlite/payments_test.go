@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idemkit/internal/leakcheck"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/sqlite"
 )
@@ -313,13 +314,20 @@ func TestPaymentsDurableAcrossReopen(t *testing.T) {
 const crashEnv = "IDEMKIT_SQLITE_CRASH"
 
 // TestMain runs the crash child's body instead of the tests when the test
-// binary is started as that child.
+// binary is started as that child; otherwise it runs the tests and then
+// checks that they left no goroutine running (a Store or *sql.DB not closed).
 func TestMain(m *testing.M) {
 	if v, ok := os.LookupEnv(crashEnv); ok {
 		crashChild(v)
 	}
 	code := m.Run()
 	sqlite.RemoveBenchFile()
+	if code == 0 {
+		if leaked := leakcheck.Wait(5 * time.Second); leaked != "" {
+			fmt.Fprintf(os.Stderr, "leakcheck: goroutines still running after the tests:\n\n%s\n", leaked)
+			code = 1
+		}
+	}
 	os.Exit(code)
 }
 
