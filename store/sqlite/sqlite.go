@@ -53,17 +53,19 @@ type Store struct {
 }
 
 // New returns a Store on db, a database opened with a SQLite driver
-// (modernc.org/sqlite, or another registered for SQLite). New does not touch
-// the database; call Migrate to create the table.
+// (modernc.org/sqlite, or another registered for SQLite 3.24 or later). New
+// does not touch the database; call Migrate to create the table and prepare
+// the statements.
 //
 // New cannot choose how db opens its connections, so configure them in its
 // DSN: WAL (journal_mode(WAL)) lets readers run beside the writer, and a busy
-// timeout (busy_timeout(5000)) makes writers from other processes wait for
-// each other instead of failing with SQLITE_BUSY. InTx starts every
-// transaction with a write to the Store's table, so it holds SQLite's write
-// lock from its first statement even when db begins transactions DEFERRED;
-// it therefore never fails with SQLITE_BUSY when the caller's statements read
-// before they write. Close does not close db.
+// timeout (busy_timeout(5000)) makes writers of other processes, or other
+// users of db, wait for the write lock instead of failing at once with
+// SQLITE_BUSY. Every transaction the Store begins on db starts with a write to
+// its table, so it holds the write lock from its first statement even when db
+// begins transactions DEFERRED: a transaction that reads before it writes
+// cannot fail with SQLITE_BUSY halfway (which busy_timeout does not cure).
+// Close does not close db.
 func New(db *sql.DB, opts ...Option) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("sqlite: new: nil *sql.DB")
