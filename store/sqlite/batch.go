@@ -3,6 +3,8 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"strings"
 	"sync"
 	"time"
 )
@@ -18,9 +20,11 @@ import (
 //
 // Grouping changes neither atomicity nor isolation: each statement is still
 // one atomic statement, run in queue order, and each caller hears its result
-// only after the transaction that holds it has committed. If any statement or
-// the commit fails, the transaction rolls back and every statement of the
-// group runs again alone, so one failure never becomes another caller's.
+// only after the transaction that holds it has committed. If one statement
+// fails on its own account, the transaction rolls back, that statement's
+// caller gets the error and the others run again, so one caller's failure
+// never becomes another's; a failure every statement would share (BEGIN,
+// COMMIT, the write lock busy past the timeout) is reported to all of them.
 
 // A caller waits as long as the queue moves. It gives up with a
 // LockTimeoutError only when no write has finished for the busy timeout: the
@@ -142,8 +146,8 @@ func (s *Store) lead(mine *writeReq) {
 	}
 }
 
-// runBatch runs batch in one transaction, or alone when it is one statement,
-// and tells every caller its result.
+// runBatch runs batch, grouped when it has more than one live statement, and
+// tells every caller its result.
 func (s *Store) runBatch(batch []*writeReq) {
 	defer func() {
 		s.progressed()
@@ -159,22 +163,30 @@ func (s *Store) runBatch(batch []*writeReq) {
 		}
 		live = append(live, r)
 	}
-	if len(live) == 1 {
-		s.runAlone(live[0])
-		return
-	}
-	if len(live) == 0 {
-		return
-	}
-	ok := s.runGrouped(live)
-	if s.onGroup != nil {
-		s.onGroup(len(live), ok)
-	}
-	if ok {
-		return
-	}
-	for _, r := range live { // the group failed: each on its own
-		s.runAlone(r)
+	for len(live) > 0 {
+		if len(live) == 1 {
+			s.runAlone(live[0])
+			return
+		}
+		failed, err := s.runGrouped(live)
+		if s.onGroup != nil {
+			s.onGroup(len(live), err == nil)
+		}
+		switch {
+		case err == nil:
+			return
+		case failed < 0 || isBusy(err):
+			// BEGIN or COMMIT failed, or the write lock could not be had:
+			// nothing committed, and every statement would meet the same.
+			for _, r := range live {
+				r.n, r.err = 0, err
+			}
+			return
+		}
+		// One statement failed on its own account: it alone reports the
+		// error; the others, rolled back with it, run again.
+		live[failed].n, live[failed].err = 0, err
+		live = append(live[:failed:failed], live[failed+1:]...)
 	}
 }
 
@@ -192,43 +204,59 @@ func (s *Store) runAlone(r *writeReq) {
 	r.n, r.err = res.RowsAffected()
 }
 
-// runGrouped runs batch in one transaction and reports whether it committed.
+// runGrouped runs batch in one transaction. On failure it returns the error
+// and the index of the statement that failed, or -1 when BEGIN or COMMIT did.
 // The transaction's first statement writes, so it takes SQLite's write lock
 // before reading anything, whether the pool begins IMMEDIATE or DEFERRED.
 // It runs under a background context: it serves many callers, and SQLite's
 // busy timeout bounds its waits.
-func (s *Store) runGrouped(batch []*writeReq) bool {
+func (s *Store) runGrouped(batch []*writeReq) (failed int, err error) {
 	ctx := context.Background()
 	// Prepared before the transaction takes a connection: a ":memory:"
 	// database has only one.
 	var stmts [numStmts]*sql.Stmt
-	for _, r := range batch {
+	for i, r := range batch {
 		if stmts[r.id] == nil {
 			st, err := s.stmts[r.id].get(ctx, s.db)
 			if err != nil {
-				return false
+				return i, err
 			}
 			stmts[r.id] = st
 		}
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return false
+		return -1, err
 	}
-	for _, r := range batch {
+	for i, r := range batch {
 		res, err := tx.StmtContext(ctx, stmts[r.id]).ExecContext(ctx, r.args...)
 		if err == nil {
 			r.n, err = res.RowsAffected()
 		}
 		if err != nil {
 			_ = tx.Rollback()
-			return false
+			return i, err
 		}
 	}
 	if err := tx.Commit(); err != nil {
+		return -1, err
+	}
+	return 0, nil
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED: the
+// write lock could not be had within the busy timeout.
+func isBusy(err error) bool {
+	var coded interface{ Code() int }
+	if errors.As(err, &coded) {
+		switch coded.Code() & 0xff {
+		case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
+			return true
+		}
 		return false
 	}
-	return true
+	msg := err.Error() // drivers without a Code method
+	return strings.Contains(msg, "database is locked") || strings.Contains(msg, "database table is locked")
 }
 
 // progressed records that a writer finished.
