@@ -101,6 +101,7 @@ func parallel(b *testing.B, g int, op func(i int64) error) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, g)
+	b.ReportAllocs()
 	cpu0 := cpuTime()
 	b.ResetTimer()
 	for range g {
