@@ -32,8 +32,8 @@
 // lets one writer run at a time. When writes queue up, the writer at the head
 // runs the whole queue in one transaction (group commit): every statement is
 // still one atomic statement, run in order, and every caller hears its result
-// only after the commit, so eight goroutines get at least the throughput of
-// one. A lone write runs by itself, in autocommit, exactly as raw database/sql
+// only after the commit, so eight goroutines get the throughput of one or
+// more rather than a fraction of it. A lone write runs by itself, in autocommit, exactly as raw database/sql
 // would. A write gives up with a LockTimeoutError when no writer of the Store
 // has finished for the busy timeout (5s by default). Other processes, and
 // other users of the same *sql.DB, meet the Store at SQLite's write lock and

@@ -83,8 +83,9 @@ func WithPurgeBatch(n int) Option {
 // modernc.org/sqlite's "_pragma" form: WithPragma("synchronous(FULL)") makes
 // every commit reach the disk before it returns (survives a power loss, not
 // only a process crash), WithPragma("foreign_keys(1)") turns on foreign keys.
-// The pragmas run after Open's own, so they can override them. New ignores
-// it: configure the *sql.DB you pass.
+// A pragma of the same name as one of Open's (busy_timeout, journal_mode,
+// synchronous) replaces it. New ignores WithPragma: configure the *sql.DB you
+// pass.
 func WithPragma(pragma string) Option {
 	return func(o *options) { o.pragmas = append(o.pragmas, pragma) }
 }

@@ -20,8 +20,8 @@ var (
 
 // Store is a store.Store, store.Purger and store.Transactor on a SQLite
 // database. It is safe for concurrent use. Make one with Open or New, call
-// Migrate once (or create the table from Schema yourself), and Close it when
-// done.
+// Migrate (harmless when your own migrations already made the table from
+// Schema), and Close it when done.
 type Store struct {
 	db        *sql.DB
 	owned     bool // made by Open: Close closes db
