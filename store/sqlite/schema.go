@@ -74,7 +74,8 @@ var wantColumns = []struct{ name, affinity string }{
 // then checks that the table has the columns the Store needs and that key is
 // its primary key, so a table of the same name made for something else fails
 // here with a clear error instead of at the first Claim. Running it again, or
-// from several processes at once, is harmless.
+// from several processes at once, is harmless. It also prepares the Store's
+// statements, so call it even when your own migrations made the table.
 func (s *Store) Migrate(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlite: migrate: %w", err)
@@ -96,6 +97,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("sqlite: migrate: %w", err)
 	}
 	if _, err := s.db.ExecContext(ctx, indexSQL(s.table)); err != nil {
+		return fmt.Errorf("sqlite: migrate: %w", err)
+	}
+	if err := s.prepareAll(ctx); err != nil {
 		return fmt.Errorf("sqlite: migrate: %w", err)
 	}
 	return nil
