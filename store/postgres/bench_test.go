@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -10,7 +11,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemkit/idemkit/internal/testenv"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -27,20 +30,38 @@ var bench struct {
 }
 
 // benchStore returns a Store on a preloaded table shared by all benchmarks
-// of this process, dropped by TestMain's cleanup.
+// of this process, dropped by TestMain's cleanup, on a pool of 16
+// connections. With IDEMKIT_BENCH_SYNC_COMMIT=off its sessions commit
+// without waiting for the WAL flush, which takes the disk out of the
+// figures and leaves the cost of the statements and of the Go code.
 func benchStore(b *testing.B) *Store {
 	b.Helper()
-	pool := testPool(b)
+	url := testenv.PostgresURL(b)
 	bench.once.Do(func() {
 		ctx := context.Background()
+		cfg, err := pgxpool.ParseConfig(url)
+		if err != nil {
+			bench.err = err
+			return
+		}
+		cfg.MaxConns = 16
+		if v := os.Getenv("IDEMKIT_BENCH_SYNC_COMMIT"); v != "" {
+			cfg.ConnConfig.RuntimeParams["synchronous_commit"] = v
+		}
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			bench.err = err
+			return
+		}
+		cleanups = append(cleanups, pool.Close) // runs after the DROP below
 		s, err := New(pool, WithTable(uniqueName("idemkit_pg_bench_")))
 		if err == nil {
 			err = s.Migrate(ctx)
 		}
 		if err == nil {
-			cleanups = append(cleanups, func() {
+			cleanups = append([]func(){func() {
 				_, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+s.Table())
-			})
+			}}, cleanups...)
 			_, err = pool.Exec(ctx, `INSERT INTO `+s.Table()+` (key, fingerprint, token, status, response, expires_at)
 SELECT 'pre-' || i, 'fp', 'tok-' || i, 2, convert_to('{"id":' || i || '}', 'UTF8'), clock_timestamp() + interval '1 day'
 FROM generate_series(0, $1 - 1) i`, benchRows)

@@ -37,6 +37,11 @@ const maxTableLen = 63 - len(indexSuffix)
 
 // Store is a store.Store, store.Purger and store.Transactor on a PostgreSQL
 // table. It is safe for concurrent use when its DB is (a *pgxpool.Pool).
+//
+// When a method's context carries a transaction begun by InTx (see TxFrom),
+// the method runs in that transaction instead of on the Store's DB, so code
+// inside InTx may use any Store value without waiting for the locks its own
+// transaction holds.
 type Store struct {
 	db    DB
 	opts  options
