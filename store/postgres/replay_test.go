@@ -230,3 +230,65 @@ func TestRoundTrips(t *testing.T) {
 		}
 	}
 }
+
+// TestHotPathAllocations: the Store's replay and claim+complete allocate no
+// more than a caller running the same statements with pgx directly (the same
+// arguments, fresh scan destinations), give or take a few.
+func TestHotPathAllocations(t *testing.T) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testenv.PostgresURL(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	s := newTestStore(t, conn)
+	args := []string{"done", "fp", string(store.NewToken())} // not constants: boxed like the Store's
+	key, fp, tok := args[0], args[1], store.Token(args[2])
+	_, err = s.Claim(ctx, key, fp, tok, time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, s.Complete(ctx, key, tok, []byte(`{"id":1}`), time.Hour))
+
+	rawClaim := func(key string) bool {
+		var (
+			r        row
+			inserted bool
+			now      time.Time
+		)
+		require.NoError(t, conn.QueryRow(ctx, s.sql.claim, key, fp, string(tok), interval(time.Minute)).
+			Scan(&r.fingerprint, &r.token, &r.status, &r.response, &r.expiresAt, &inserted, &now))
+		return inserted
+	}
+	raw := func() { require.False(t, rawClaim(key)) }
+	replay := func() {
+		c, err := s.Claim(ctx, key, fp, tok, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, store.Completed, c.Outcome)
+	}
+	raw()
+	replay()
+	rawAllocs := testing.AllocsPerRun(50, raw)
+	storeAllocs := testing.AllocsPerRun(50, replay)
+	t.Logf("replay: Store %.0f allocations, raw statement %.0f", storeAllocs, rawAllocs)
+	require.LessOrEqual(t, storeAllocs, rawAllocs+3)
+
+	keys := make([]string, 200)
+	for i := range keys {
+		keys[i] = uniqueName("k")
+	}
+	n := 0
+	rawCC := testing.AllocsPerRun(50, func() {
+		k := keys[n]
+		n++
+		require.True(t, rawClaim(k))
+		_, err := conn.Exec(ctx, s.sql.complete, k, string(tok), []byte("r"), interval(time.Minute))
+		require.NoError(t, err)
+	})
+	n = 100
+	storeCC := testing.AllocsPerRun(50, func() {
+		k := keys[n]
+		n++
+		_, err := s.Claim(ctx, k, fp, tok, time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, s.Complete(ctx, k, tok, []byte("r"), time.Minute))
+	})
+	t.Logf("claim+complete: Store %.0f allocations, raw statements %.0f", storeCC, rawCC)
+	require.LessOrEqual(t, storeCC, rawCC+3)
+}
