@@ -13,8 +13,10 @@ import (
 	"github.com/idemkit/idemkit/store"
 )
 
-// DB is what a Store needs from its connection: *pgxpool.Pool, *pgx.Conn and
-// pgx.Tx all satisfy it, so callers bring their own pool and settings.
+// DB is what a Store needs from its connection: *pgxpool.Pool,
+// *pgxpool.Conn, *pgx.Conn and pgx.Tx all satisfy it, so callers bring their
+// own pool and settings. Statements go through pgx's default statement cache
+// (each is prepared once per connection).
 // A *pgx.Conn or a pgx.Tx is not safe for concurrent use, and neither is a
 // Store built on one.
 type DB interface {
