@@ -18,6 +18,14 @@ import (
 	"github.com/idemkit/idemkit/internal/testenv"
 )
 
+// The connections callers bring all satisfy DB.
+var (
+	_ DB = (*pgxpool.Pool)(nil)
+	_ DB = (*pgxpool.Conn)(nil)
+	_ DB = (*pgx.Conn)(nil)
+	_ DB = pgx.Tx(nil)
+)
+
 var shared struct {
 	once sync.Once
 	pool *pgxpool.Pool
