@@ -1,0 +1,221 @@
+package storetest_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/storetest"
+)
+
+// The suite is only worth something if it fails broken stores. Each variant
+// below is a small map store with one deliberate defect; the suite runs
+// against it in a child process (this test binary, re-run with
+// -test.run=TestBrokenStoreHelper and STORETEST_BROKEN set), so a real
+// *testing.T records the failures, and the parent checks that the child
+// failed exactly where the defect should be caught.
+var variants = []struct {
+	name     string
+	wantFail []string // subtests that must fail
+	wantOut  string   // and text the output must contain
+}{
+	{name: "correct"},
+	{name: "read-then-write", wantFail: []string{"Claim/ConcurrentSameKey"}},
+	{name: "complete-ignores-token", wantFail: []string{"Complete/OtherTokenInProgress", "Complete/OtherTokenCompleted", "Fencing/CompleteAfterTakeover", "Model/RandomSequences"}},
+	{name: "release-deletes-anything", wantFail: []string{"Release/OtherToken", "Release/Completed", "Fencing/ReleaseAfterTakeover", "Model/RandomSequences"}},
+	{name: "ignores-expiry", wantFail: []string{"Claim/LeaseLapsedTakeover", "Get/LapsedLease", "Get/RetentionOver", "Fencing/CompleteAfterTakeover", "Model/RandomSequences"}},
+	{name: "ignores-fingerprint", wantFail: []string{"Claim/MismatchInProgress", "Claim/MismatchCompleted", "Model/RandomSequences"}},
+	{name: "ignores-context", wantFail: []string{"Errors/CancelledContext", "Errors/ExpiredDeadline"}},
+	{name: "shares-response", wantFail: []string{"Complete/ResponseIsCopied"}},
+	{name: "no-validation", wantFail: []string{"Errors/InvalidArguments"}},
+	{name: "no-renewal", wantFail: []string{"Claim/Reentrant", "Expiry/RenewalKeepsLease"}},
+	{name: "release-completes-nothing", wantFail: []string{"Release/Held", "Claim/AfterRelease"}},
+	{name: "deadlock", wantOut: "deadlocked: still running"},
+}
+
+func TestSuiteCatchesBrokenStores(t *testing.T) {
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenStoreHelper$", "-test.v", "-test.count=1", "-test.timeout=2m")
+			cmd.Env = append(os.Environ(), "STORETEST_BROKEN="+v.name)
+			out, err := cmd.CombinedOutput()
+			if v.name == "correct" {
+				if err != nil {
+					t.Fatalf("the suite failed a correct store: %v\n%s", err, out)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("the suite passed the %q store; it must fail it\n%s", v.name, tail(out))
+			}
+			for _, sub := range v.wantFail {
+				if !bytes.Contains(out, []byte("--- FAIL: TestBrokenStoreHelper/"+sub+" ")) {
+					t.Errorf("the %q store did not fail %s\n%s", v.name, sub, tail(out))
+				}
+			}
+			if v.wantOut != "" && !bytes.Contains(out, []byte(v.wantOut)) {
+				t.Errorf("output for the %q store lacks %q\n%s", v.name, v.wantOut, tail(out))
+			}
+		})
+	}
+}
+
+func tail(out []byte) string {
+	lines := strings.Split(string(out), "\n")
+	var fails []string
+	for _, l := range lines {
+		if strings.Contains(l, "--- FAIL") || strings.Contains(l, "panic:") {
+			fails = append(fails, l)
+		}
+	}
+	return strings.Join(fails, "\n")
+}
+
+// TestBrokenStoreHelper is the child process of TestSuiteCatchesBrokenStores.
+func TestBrokenStoreHelper(t *testing.T) {
+	variant := os.Getenv("STORETEST_BROKEN")
+	if variant == "" {
+		t.Skip("runs only as the child process of TestSuiteCatchesBrokenStores")
+	}
+	h := storetest.Harness{New: func(t *testing.T) storetest.Subject {
+		clock := storetest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+		return storetest.Subject{Store: newMapStore(variant, clock.Now), Clock: clock}
+	}}
+	if variant == "deadlock" {
+		h.Timeout = time.Second
+	}
+	storetest.Run(t, h)
+}
+
+// mapStore is a deliberately simple store: one map, one mutex. With
+// variant "correct" it follows the contract; every other variant breaks one
+// rule.
+type mapStore struct {
+	variant string
+	now     func() time.Time
+	mu      sync.Mutex
+	m       map[string]store.Record
+}
+
+func newMapStore(variant string, now func() time.Time) *mapStore {
+	return &mapStore{variant: variant, now: now, m: map[string]store.Record{}}
+}
+
+func (s *mapStore) broken(v string) bool { return s.variant == v }
+
+func (s *mapStore) check(ctx context.Context, err error) error {
+	if err != nil && !s.broken("no-validation") {
+		return err
+	}
+	if !s.broken("ignores-context") {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// live returns the key's record if it is live. The caller holds s.mu.
+func (s *mapStore) live(key string) (store.Record, bool) {
+	r, ok := s.m[key]
+	if ok && !s.broken("ignores-expiry") && !r.ExpiresAt.After(s.now()) {
+		return store.Record{}, false
+	}
+	return r, ok
+}
+
+func (s *mapStore) Claim(ctx context.Context, key, fp string, tok store.Token, lease time.Duration) (store.Claim, error) {
+	if err := s.check(ctx, store.CheckClaim(key, fp, tok, lease)); err != nil {
+		return store.Claim{}, err
+	}
+	if s.broken("deadlock") {
+		select {} // blocks forever, ignoring ctx
+	}
+	s.mu.Lock()
+	r, ok := s.live(key)
+	if s.broken("read-then-write") {
+		s.mu.Unlock()
+		runtime.Gosched()
+		s.mu.Lock()
+	}
+	defer s.mu.Unlock()
+	sameFP := r.Fingerprint == fp || s.broken("ignores-fingerprint")
+	switch {
+	case !ok, r.Status == store.StatusInProgress && r.Token == tok && sameFP:
+		if ok && s.broken("no-renewal") {
+			return store.Claim{Outcome: store.Acquired, Record: r}, nil
+		}
+		until := s.now().Add(lease)
+		r = store.Record{Key: key, Fingerprint: fp, Status: store.StatusInProgress, Token: tok, LockedUntil: until, ExpiresAt: until}
+		s.m[key] = r
+		return store.Claim{Outcome: store.Acquired, Record: r}, nil
+	case !sameFP:
+		return store.Claim{Outcome: store.Mismatch, Record: s.out(r)}, nil
+	case r.Status == store.StatusCompleted:
+		return store.Claim{Outcome: store.Completed, Record: s.out(r)}, nil
+	}
+	return store.Claim{Outcome: store.InProgress, Record: r}, nil
+}
+
+func (s *mapStore) out(r store.Record) store.Record {
+	if !s.broken("shares-response") {
+		r.Response = bytes.Clone(r.Response)
+	}
+	return r
+}
+
+func (s *mapStore) Complete(ctx context.Context, key string, tok store.Token, resp []byte, retention time.Duration) error {
+	if err := s.check(ctx, store.CheckComplete(key, tok, retention)); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.live(key)
+	if !ok || (r.Token != tok && !s.broken("complete-ignores-token")) {
+		return fmt.Errorf("map: %w", store.ErrLeaseLost)
+	}
+	if !s.broken("shares-response") {
+		resp = bytes.Clone(resp)
+	}
+	r.Status, r.Token, r.Response = store.StatusCompleted, tok, resp
+	r.LockedUntil, r.ExpiresAt = time.Time{}, s.now().Add(retention)
+	s.m[key] = r
+	return nil
+}
+
+func (s *mapStore) Release(ctx context.Context, key string, tok store.Token) error {
+	if err := s.check(ctx, store.CheckRelease(key, tok)); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.live(key)
+	switch {
+	case s.broken("release-deletes-anything"):
+		delete(s.m, key)
+	case s.broken("release-completes-nothing"):
+	case ok && r.Status == store.StatusInProgress && r.Token == tok:
+		delete(s.m, key)
+	}
+	return nil
+}
+
+func (s *mapStore) Get(ctx context.Context, key string) (store.Record, error) {
+	if err := s.check(ctx, store.CheckKey(key)); err != nil {
+		return store.Record{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.live(key)
+	if !ok {
+		return store.Record{}, fmt.Errorf("map: %w", store.ErrNotFound)
+	}
+	return s.out(r), nil
+}
