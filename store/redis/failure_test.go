@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -50,7 +51,7 @@ func TestServerUnreachable(t *testing.T) {
 	require.NoError(t, ln.Close())
 	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: 1, DialTimeout: time.Second})
 	t.Cleanup(func() { c.Close() })
-	allCalls(t, redis.New(c))
+	allCalls(t, redis.New(c, redis.WithLogger(slog.New(slog.DiscardHandler))))
 }
 
 func TestServerStopsMidTest(t *testing.T) {
