@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idemkit/store/redis"
@@ -88,4 +89,34 @@ func (h *rejectSetGet) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook
 
 func (h *rejectSetGet) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
 	return next
+}
+
+// TestConformanceRing runs the suite on a go-redis Ring of two miniredis
+// shards: every call touches one key, so client-side sharding works too.
+func TestConformanceRing(t *testing.T) {
+	storetest.Run(t, storetest.Harness{
+		New: func(t *testing.T) storetest.Subject {
+			start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+			a, b := miniredis.RunT(t), miniredis.RunT(t)
+			ring := goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{"a": a.Addr(), "b": b.Addr()}})
+			t.Cleanup(func() { ring.Close() })
+			clock := ringClock{newMiniClock(a, start), b}
+			b.SetTime(start)
+			s := redis.New(ring, redis.WithPrefix("idemkit-test:"), redis.WithClock(clock.Now),
+				redis.WithLogger(slog.New(slog.DiscardHandler)))
+			return storetest.Subject{Store: s, Clock: clock}
+		},
+	})
+}
+
+// ringClock moves the store's clock and both shards.
+type ringClock struct {
+	miniClock
+	other *miniredis.Miniredis
+}
+
+func (c ringClock) Advance(d time.Duration) {
+	c.miniClock.Advance(d)
+	c.other.SetTime(c.Now())
+	c.other.FastForward(d)
 }
