@@ -48,14 +48,14 @@ func TestServerUnreachable(t *testing.T) {
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
-	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: 1, DialTimeout: time.Second})
+	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: 1, DialTimeout: time.Second, DialerRetries: 1})
 	t.Cleanup(func() { c.Close() })
 	allCalls(t, redis.New(c, redis.WithLogger(slog.New(slog.DiscardHandler))))
 }
 
 func TestServerStopsMidTest(t *testing.T) {
 	mr := miniredis.RunT(t)
-	c := goredis.NewClient(&goredis.Options{Addr: mr.Addr(), MaxRetries: 1})
+	c := goredis.NewClient(&goredis.Options{Addr: mr.Addr(), MaxRetries: 1, DialerRetries: 1})
 	t.Cleanup(func() { c.Close() })
 	s := redis.New(c, redis.WithEvictionCheck(false))
 	ctx := context.Background()
