@@ -22,7 +22,10 @@
 //	same key, different method/path/body              422
 //	same key while the first is still running         409     Retry-After from the lease; or wait (WithWait) and replay
 //	store unavailable                                 503     handler not run (WithFailOpen runs it unprotected)
-//	scope function failed                             500     (401 if it returns ErrUnauthenticated)
+//	transaction failed to commit after the handler    503     the handler's response is never sent
+//	scope function failed, or scope too long          500     (401 if it returns ErrUnauthenticated)
+//	stored response unreadable                        500
+//	response too large to keep, transactional mode    500     rolled back (lease mode: sent, not kept)
 //
 // Every error the middleware writes itself is an RFC 9457 problem,
 // Content-Type application/problem+json, with a stable "code" member (the
