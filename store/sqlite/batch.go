@@ -228,8 +228,12 @@ func (s *Store) runGrouped(batch []*writeReq) (failed int, err error) {
 	if err != nil {
 		return -1, err
 	}
+	var inTx [numStmts]*sql.Stmt // each statement bound to the transaction once
 	for i, r := range batch {
-		res, err := tx.StmtContext(ctx, stmts[r.id]).ExecContext(ctx, r.args...)
+		if inTx[r.id] == nil {
+			inTx[r.id] = tx.StmtContext(ctx, stmts[r.id])
+		}
+		res, err := inTx[r.id].ExecContext(ctx, r.args...)
 		if err == nil {
 			r.n, err = res.RowsAffected()
 		}
