@@ -55,6 +55,9 @@ func (q *writeQueue) take() []*writeReq {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := min(len(q.reqs), maxBatch)
+	if n == 0 {
+		return nil
+	}
 	batch := make([]*writeReq, n)
 	copy(batch, q.reqs)
 	q.reqs = append(q.reqs[:0], q.reqs[n:]...)
@@ -76,6 +79,11 @@ func (q *writeQueue) remove(req *writeReq) bool {
 
 // submit runs one writing statement and returns the rows it changed.
 func (s *Store) submit(ctx context.Context, id stmtID, args []any) (int64, error) {
+	select {
+	case s.gate <- struct{}{}: // nobody is writing
+		return s.runFirst(ctx, id, args)
+	default:
+	}
 	req := &writeReq{ctx: ctx, id: id, args: args, done: make(chan struct{})}
 	s.queue.mu.Lock()
 	s.queue.reqs = append(s.queue.reqs, req)
@@ -126,6 +134,27 @@ func (s *Store) abandon(req *writeReq, reason func() error) (int64, error) {
 	}
 	<-req.done
 	return req.n, req.err
+}
+
+// runFirst runs the statement of a caller that found the gate open: alone,
+// as raw database/sql would, or at the head of a group when statements were
+// queued in the meantime. It opens the gate again.
+func (s *Store) runFirst(ctx context.Context, id stmtID, args []any) (int64, error) {
+	defer s.unlock()
+	if queued := s.queue.take(); len(queued) > 0 {
+		req := &writeReq{ctx: ctx, id: id, args: args, done: make(chan struct{})}
+		s.runBatch(append([]*writeReq{req}, queued...))
+		return req.n, req.err
+	}
+	st, err := s.stmts[id].get(ctx, s.db)
+	if err != nil {
+		return 0, err
+	}
+	res, err := st.ExecContext(ctx, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // lead runs queued statements, holding the gate, until mine has run, then
