@@ -10,13 +10,14 @@ import (
 )
 
 // Writes outside InTx go through a queue that groups concurrent ones into one
-// transaction (group commit). A caller enqueues its statement and then either
-// takes the Store's gate and becomes the leader, running everything queued so
-// far, or waits until a leader has run its statement. With one goroutine
-// there is nothing to group: the caller runs its statement alone, in
-// autocommit, exactly as raw database/sql would. With many, a whole queue
-// costs one BEGIN IMMEDIATE … COMMIT instead of one commit per statement, and
-// writers never meet at SQLite's busy back-off.
+// transaction (group commit). A caller that finds the Store's gate open runs
+// its statement at once, alone and in autocommit, exactly as raw database/sql
+// would (with one goroutine that is every write). A caller that finds it
+// taken enqueues its statement and then either takes the gate when it opens
+// and becomes the leader, running everything queued so far, or waits until a
+// leader has run its statement. A queue of many costs one BEGIN … COMMIT
+// instead of one commit per statement, and the Store's writers never meet at
+// SQLite's busy back-off.
 //
 // Grouping changes neither atomicity nor isolation: each statement is still
 // one atomic statement, run in queue order, and each caller hears its result
