@@ -1,0 +1,122 @@
+package redis_test
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idemkit/store/redis"
+	"github.com/idemkit/idemkit/storetest"
+)
+
+func TestConformanceMiniredis(t *testing.T) {
+	storetest.Run(t, storetest.Harness{
+		New: func(t *testing.T) storetest.Subject {
+			mr, c := newMini(t)
+			clock := newMiniClock(mr, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+			s := redis.New(c, redis.WithPrefix(testPrefix(t, c)), redis.WithClock(clock.Now), redis.WithEvictionCheck(false))
+			return storetest.Subject{Store: s, Clock: clock}
+		},
+	})
+}
+
+// TestConformanceMiniredisWithoutSetGet runs the suite against a server that
+// rejects SET ... NX GET as Redis before 7.0 does (a hook answers "ERR syntax
+// error" in its place), so the store must detect it and claim with its Lua
+// fallback. TestSetGetFallback checks the switch happens once.
+func TestConformanceMiniredisWithoutSetGet(t *testing.T) {
+	storetest.Run(t, storetest.Harness{
+		New: func(t *testing.T) storetest.Subject {
+			mr, c := newMini(t)
+			c.AddHook(&rejectSetGet{})
+			clock := newMiniClock(mr, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+			s := redis.New(c, redis.WithPrefix(testPrefix(t, c)), redis.WithClock(clock.Now),
+				redis.WithEvictionCheck(false), redis.WithLogger(slog.New(slog.DiscardHandler)))
+			return storetest.Subject{Store: s, Clock: clock}
+		},
+	})
+}
+
+func TestConformanceRedis(t *testing.T) {
+	c := realClient(t)
+	storetest.Run(t, storetest.Harness{
+		New: func(t *testing.T) storetest.Subject {
+			return storetest.Subject{Store: redis.New(c, redis.WithPrefix(testPrefix(t, c)))}
+		},
+		ShortLease: 200 * time.Millisecond,
+	})
+}
+
+func TestConformanceCluster(t *testing.T) {
+	c := clusterClient(t)
+	storetest.Run(t, storetest.Harness{
+		New: func(t *testing.T) storetest.Subject {
+			return storetest.Subject{Store: redis.New(c, redis.WithPrefix(testPrefix(t, c)))}
+		},
+		ShortLease: 200 * time.Millisecond,
+	})
+}
+
+// syntaxError is a reply error as go-redis reports one from the server.
+type syntaxError string
+
+func (e syntaxError) Error() string { return string(e) }
+func (syntaxError) RedisError()     {}
+
+// rejectSetGet answers SET ... NX ... GET with "ERR syntax error" without
+// sending it, as a server before Redis 7.0 would, and counts how often.
+type rejectSetGet struct{ rejected atomic.Int64 }
+
+func (h *rejectSetGet) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+func (h *rejectSetGet) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if cmd.Name() == "set" && slices.Contains(cmd.Args(), any("nx")) && slices.Contains(cmd.Args(), any("get")) {
+			h.rejected.Add(1)
+			err := syntaxError("ERR syntax error")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *rejectSetGet) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
+// TestConformanceRing runs the suite on a go-redis Ring of two miniredis
+// shards: every call touches one key, so client-side sharding works too.
+func TestConformanceRing(t *testing.T) {
+	storetest.Run(t, storetest.Harness{
+		New: func(t *testing.T) storetest.Subject {
+			start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+			a, b := miniredis.RunT(t), miniredis.RunT(t)
+			ring := goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{"a": a.Addr(), "b": b.Addr()}})
+			t.Cleanup(func() { ring.Close() })
+			clock := ringClock{newMiniClock(a, start), b}
+			b.SetTime(start)
+			s := redis.New(ring, redis.WithPrefix("idemkit-test:"), redis.WithClock(clock.Now),
+				redis.WithLogger(slog.New(slog.DiscardHandler)))
+			return storetest.Subject{Store: s, Clock: clock}
+		},
+	})
+}
+
+// ringClock moves the store's clock and both shards.
+type ringClock struct {
+	miniClock
+	other *miniredis.Miniredis
+}
+
+func (c ringClock) Advance(d time.Duration) {
+	c.miniClock.Advance(d)
+	c.other.SetTime(c.Now())
+	c.other.FastForward(d)
+}
