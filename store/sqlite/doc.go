@@ -1,0 +1,50 @@
+// Package sqlite keeps idempotency keys in a SQLite database file, so a
+// service gets idemkit without running any database server.
+//
+// It works on database/sql. Open opens a file (or ":memory:" for tests) with
+// the driver modernc.org/sqlite, which is pure Go, and sets it up: WAL
+// journal, synchronous=NORMAL, a busy timeout, BEGIN IMMEDIATE for write
+// transactions. New wraps a *sql.DB the caller already has (any driver
+// registered for SQLite). Migrate creates the table; Schema returns the same
+// SQL for those who run their own migrations.
+//
+//	s, err := sqlite.Open("idemkit.db")
+//	if err != nil { ... }
+//	defer s.Close()
+//	if err := s.Migrate(ctx); err != nil { ... }
+//
+// # How it stores a key
+//
+// One row per key in one table (default "idemkit_keys", see WithTable), keyed
+// by the key. Times are INTEGER unix microseconds read from the process
+// clock (injectable with WithClock), so comparisons are exact. Claim is one
+// INSERT … ON CONFLICT (key) DO UPDATE … WHERE <claimable> statement: the
+// unique key decides who acquires, never a read followed by a write. Only when
+// that statement changes nothing (another token holds the key, or it is
+// completed) does Claim read the row to report it. Complete is an UPDATE
+// guarded by key and token, Release a DELETE guarded the same way.
+//
+// # Writes in one process
+//
+// SQLite lets one connection write at a time; writers that collide back off
+// and retry (busy_timeout), which wastes most of the time when many goroutines
+// write at once. A Store therefore lets one of its own writes run at a time and
+// queues the others in Go, so eight goroutines get about the throughput of one
+// instead of a fraction of it. A write that cannot start within the busy
+// timeout (5s by default) fails with an error, as SQLite's own busy timeout
+// does. Other processes, and other users of the same *sql.DB, still meet at
+// SQLite's write lock and its busy timeout.
+//
+// # Transactions
+//
+// Store implements store.Transactor: InTx runs Claim, the caller's own writes
+// and Complete in one *sql.Tx, reachable from the context with TxFrom, so the
+// key, the effect and the stored response commit or roll back together. A
+// concurrent duplicate waits for the write lock and then replays the
+// committed response. A Store method called with a context that carries one of
+// this Store's transactions runs inside that transaction, and InTx called with
+// such a context runs fn in a SAVEPOINT of it.
+//
+// Store also implements store.Purger: Purge deletes records whose retention
+// is over in bounded batches, using the index on expires_at.
+package sqlite

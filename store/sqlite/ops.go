@@ -1,0 +1,279 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// maxClaimAttempts bounds Claim's retries when the key keeps changing between
+// its statement and the read that reports the record (released or lapsed in
+// between). Each retry means another caller made progress.
+const maxClaimAttempts = 16
+
+// runner runs the Store's statements: on its database, one write at a time
+// through the Store's gate, or inside a transaction (tx != nil) that already
+// holds SQLite's write lock.
+type runner struct {
+	s  *Store
+	tx *sql.Tx
+}
+
+// runner returns the runner for a call with ctx: inside the transaction ctx
+// carries when that transaction is one of this Store's.
+func (s *Store) runner(ctx context.Context) runner {
+	if st := stateFrom(ctx); st != nil && st.s == s {
+		return runner{s: s, tx: st.tx}
+	}
+	return runner{s: s}
+}
+
+// stmt returns statement id ready to run on the runner's database or
+// transaction.
+func (r runner) stmt(ctx context.Context, id stmtID) (*sql.Stmt, error) {
+	ps := &r.s.stmts[id]
+	if r.tx == nil {
+		return ps.get(ctx, r.s.db)
+	}
+	if st := ps.p.Load(); st != nil {
+		return r.tx.StmtContext(ctx, st), nil
+	}
+	// Not prepared on the database yet. Prepare it in the transaction, whose
+	// connection may be the database's only one (":memory:").
+	return r.tx.PrepareContext(ctx, ps.query)
+}
+
+// write runs a statement that writes.
+func (r runner) write(ctx context.Context, id stmtID, args ...any) (sql.Result, error) {
+	if r.tx == nil {
+		unlock, err := r.s.lock(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+	}
+	st, err := r.stmt(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+// row runs a statement that reads one row.
+func (r runner) row(ctx context.Context, id stmtID, args ...any) (*sql.Row, error) {
+	st, err := r.stmt(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryRowContext(ctx, args...), nil
+}
+
+// Claim tries to take key for token; see store.Store. The decision is one
+// INSERT … ON CONFLICT DO UPDATE … WHERE statement; when it changes nothing the
+// record is read to report it.
+func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.Token, lease time.Duration) (store.Claim, error) {
+	return s.runner(ctx).claim(ctx, key, fingerprint, token, lease)
+}
+
+func (r runner) claim(ctx context.Context, key, fingerprint string, token store.Token, lease time.Duration) (store.Claim, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
+	}
+	if err := store.CheckClaim(key, fingerprint, token, lease); err != nil {
+		return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
+	}
+	for range maxClaimAttempts {
+		now := micros(r.s.now())
+		until := now + durMicros(lease)
+		res, err := r.write(ctx, stmtClaim, key, fingerprint, string(token), until, now)
+		if err != nil {
+			return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
+		}
+		if n > 0 {
+			return store.Claim{Outcome: store.Acquired, Record: store.Record{
+				Key:         key,
+				Fingerprint: fingerprint,
+				Status:      store.StatusInProgress,
+				Token:       token,
+				LockedUntil: fromMicros(until),
+				ExpiresAt:   fromMicros(until),
+			}}, nil
+		}
+		// Someone else's record, or a completed one: report it.
+		row, err := r.row(ctx, stmtRead, key)
+		if err != nil {
+			return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
+		}
+		rec, err := scanRecord(row, key)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // released or purged since: claim again
+		}
+		if err != nil {
+			return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
+		}
+		if micros(rec.ExpiresAt) <= now {
+			continue // lapsed: absent, claim again
+		}
+		return store.Claim{Outcome: outcome(rec, fingerprint, token), Record: rec}, nil
+	}
+	return store.Claim{}, fmt.Errorf("sqlite: claim: the key changed under %d attempts in a row; try again", maxClaimAttempts)
+}
+
+// outcome classifies a live record that Claim did not take.
+func outcome(rec store.Record, fingerprint string, token store.Token) store.Outcome {
+	switch {
+	case rec.Fingerprint != fingerprint:
+		return store.Mismatch
+	case rec.Status == store.StatusCompleted:
+		return store.Completed
+	case rec.Token == token:
+		// Renewed by a concurrent retry of the same claim.
+		return store.Acquired
+	}
+	return store.InProgress
+}
+
+// Complete stores response for key and marks it completed; see store.Store.
+// It is one UPDATE guarded by key, token and liveness.
+func (s *Store) Complete(ctx context.Context, key string, token store.Token, response []byte, retention time.Duration) error {
+	return s.runner(ctx).complete(ctx, key, token, response, retention)
+}
+
+func (r runner) complete(ctx context.Context, key string, token store.Token, response []byte, retention time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlite: complete: %w", err)
+	}
+	if err := store.CheckComplete(key, token, retention); err != nil {
+		return fmt.Errorf("sqlite: complete: %w", err)
+	}
+	if response == nil {
+		response = []byte{}
+	}
+	now := micros(r.s.now())
+	res, err := r.write(ctx, stmtComplete, key, string(token), response, now+durMicros(retention), now)
+	if err != nil {
+		return fmt.Errorf("sqlite: complete: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("sqlite: complete: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("sqlite: complete: %w", store.ErrLeaseLost)
+	}
+	return nil
+}
+
+// Release gives up token's claim on key; see store.Store. It is one DELETE
+// guarded by key, token and status, so it never removes another claim or a
+// completed record.
+func (s *Store) Release(ctx context.Context, key string, token store.Token) error {
+	return s.runner(ctx).release(ctx, key, token)
+}
+
+func (r runner) release(ctx context.Context, key string, token store.Token) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlite: release: %w", err)
+	}
+	if err := store.CheckRelease(key, token); err != nil {
+		return fmt.Errorf("sqlite: release: %w", err)
+	}
+	if _, err := r.write(ctx, stmtRelease, key, string(token)); err != nil {
+		return fmt.Errorf("sqlite: release: %w", err)
+	}
+	return nil
+}
+
+// Get returns the live record for key, or an error matching store.ErrNotFound.
+func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
+	return s.runner(ctx).get(ctx, key)
+}
+
+func (r runner) get(ctx context.Context, key string) (store.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Record{}, fmt.Errorf("sqlite: get: %w", err)
+	}
+	if err := store.CheckKey(key); err != nil {
+		return store.Record{}, fmt.Errorf("sqlite: get: %w", err)
+	}
+	row, err := r.row(ctx, stmtGet, key, micros(r.s.now()))
+	if err != nil {
+		return store.Record{}, fmt.Errorf("sqlite: get: %w", err)
+	}
+	rec, err := scanRecord(row, key)
+	if err != nil {
+		return store.Record{}, fmt.Errorf("sqlite: get: %w", err)
+	}
+	return rec, nil
+}
+
+// scanRecord reads a row of stmtRead or stmtGet. No row is store.ErrNotFound.
+func scanRecord(row *sql.Row, key string) (store.Record, error) {
+	var (
+		rec           store.Record
+		token         string
+		status        int64
+		until, expire int64
+	)
+	err := row.Scan(&rec.Fingerprint, &token, &status, &rec.Response, &until, &expire)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Record{}, store.ErrNotFound
+	}
+	if err != nil {
+		return store.Record{}, err
+	}
+	rec.Key = key
+	rec.Token = store.Token(token)
+	switch status {
+	case statusInProgress:
+		rec.Status = store.StatusInProgress
+		rec.Response = nil
+	case statusCompleted:
+		rec.Status = store.StatusCompleted
+		if rec.Response == nil {
+			rec.Response = []byte{}
+		}
+	default:
+		return store.Record{}, fmt.Errorf("record has unknown status %d", status)
+	}
+	rec.LockedUntil = fromMicros(until)
+	rec.ExpiresAt = fromMicros(expire)
+	return rec, nil
+}
+
+// Purge deletes records whose retention is over and in-progress records
+// whose lease has lapsed, at most the purge batch (WithPurgeBatch) per
+// statement, each statement its own short write, until none is left. It
+// returns how many it deleted; when ctx is done it stops between batches.
+func (s *Store) Purge(ctx context.Context) (int64, error) {
+	return s.runner(ctx).purge(ctx)
+}
+
+func (r runner) purge(ctx context.Context) (int64, error) {
+	var total int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, fmt.Errorf("sqlite: purge: %w", err)
+		}
+		res, err := r.write(ctx, stmtPurge, micros(r.s.now()), r.s.batch)
+		if err != nil {
+			return total, fmt.Errorf("sqlite: purge: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, fmt.Errorf("sqlite: purge: %w", err)
+		}
+		total += n
+		if n < int64(r.s.batch) {
+			return total, nil
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+var (
+	_ store.Store      = (*Store)(nil)
+	_ store.Purger     = (*Store)(nil)
+	_ store.Transactor = (*Store)(nil)
+)
+
+// Store is a store.Store, store.Purger and store.Transactor on a SQLite
+// database. It is safe for concurrent use. Make one with Open or New, call
+// Migrate once (or create the table from Schema yourself), and Close it when
+// done.
+type Store struct {
+	db        *sql.DB
+	owned     bool // made by Open: Close closes db
+	immediate bool // db begins write transactions with BEGIN IMMEDIATE
+	table     string
+	now       func() time.Time
+	wait      time.Duration
+	batch     int
+
+	// gate admits one of this Store's writes at a time (see the package doc).
+	gate chan struct{}
+	// onWait, when set (by tests), is called when a write finds the gate taken.
+	onWait func()
+
+	stmts     [numStmts]preparedStmt
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New returns a Store on db, a database opened with a SQLite driver
+// (modernc.org/sqlite, or another registered for SQLite). New does not touch
+// the database; call Migrate to create the table.
+//
+// New cannot choose how db opens its connections, so configure them in its
+// DSN: WAL (journal_mode(WAL)) lets readers run beside the writer, and a busy
+// timeout (busy_timeout(5000)) makes writers from other processes wait for
+// each other instead of failing with SQLITE_BUSY. InTx starts every
+// transaction with a write to the Store's table, so it holds SQLite's write
+// lock from its first statement even when db begins transactions DEFERRED;
+// it therefore never fails with SQLITE_BUSY when the caller's statements read
+// before they write. Close does not close db.
+func New(db *sql.DB, opts ...Option) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("sqlite: new: nil *sql.DB")
+	}
+	o := defaultOptions()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return newStore(db, o)
+}
+
+func newStore(db *sql.DB, o options) (*Store, error) {
+	if err := checkTable(o.table); err != nil {
+		return nil, fmt.Errorf("sqlite: new: %w", err)
+	}
+	s := &Store{
+		db:    db,
+		table: o.table,
+		now:   o.now,
+		wait:  o.busyTimeout,
+		batch: o.purgeBatch,
+		gate:  make(chan struct{}, 1),
+	}
+	for i := range s.stmts {
+		s.stmts[i].query = buildQuery(stmtID(i), quoteIdent(o.table))
+	}
+	return s, nil
+}
+
+// DB returns the database the Store uses, for the caller's own statements
+// outside InTx. With Open, its write transactions begin IMMEDIATE (pass
+// &sql.TxOptions{ReadOnly: true} to BeginTx for a read-only one).
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Table returns the name of the Store's table, unquoted.
+func (s *Store) Table() string { return s.table }
+
+// Close releases the Store's prepared statements and, when the Store was made
+// by Open, closes the database. It is safe to call more than once; the Store
+// must not be used afterwards.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		var errs []error
+		for i := range s.stmts {
+			if err := s.stmts[i].close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if s.owned {
+			if err := s.db.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			s.closeErr = fmt.Errorf("sqlite: close: %w", err)
+		}
+	})
+	return s.closeErr
+}
+
+// lock waits for the Store's write gate, for at most the busy timeout, and
+// returns the function that opens it again.
+func (s *Store) lock(ctx context.Context) (func(), error) {
+	select {
+	case s.gate <- struct{}{}:
+		return s.unlock, nil
+	default:
+	}
+	if s.onWait != nil {
+		s.onWait()
+	}
+	t := time.NewTimer(s.wait)
+	defer t.Stop()
+	select {
+	case s.gate <- struct{}{}:
+		return s.unlock, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for the write lock: %w", ctx.Err())
+	case <-t.C:
+		return nil, &LockTimeoutError{Wait: s.wait}
+	}
+}
+
+func (s *Store) unlock() { <-s.gate }
+
+// LockTimeoutError reports that a write waited longer than the busy timeout
+// for another write of the same Store to finish: usually a long InTx, or a
+// call made inside InTx's fn with a context that does not carry its
+// transaction (use the Store and the context passed to fn).
+type LockTimeoutError struct {
+	Wait time.Duration
+}
+
+func (e *LockTimeoutError) Error() string {
+	return fmt.Sprintf("waited %v for the write lock held by another write of this store", e.Wait)
+}
+
+// micros converts t to the stored form.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// durMicros converts a positive duration to microseconds, rounding up so a
+// lease shorter than 1µs still lasts.
+func durMicros(d time.Duration) int64 {
+	return int64((d + time.Microsecond - 1) / time.Microsecond)
+}
+
+func fromMicros(us int64) time.Time {
+	if us == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(us)
+}

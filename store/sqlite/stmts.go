@@ -1,0 +1,116 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+	"sync/atomic"
+)
+
+// stmtID names one of the Store's statements.
+type stmtID int
+
+const (
+	stmtClaim stmtID = iota
+	stmtRead
+	stmtGet
+	stmtComplete
+	stmtRelease
+	stmtPurge
+	stmtLock
+	numStmts
+)
+
+// buildQuery returns the SQL of statement id for the quoted table name t.
+// Parameters are numbered; times are unix microseconds.
+func buildQuery(id stmtID, t string) string {
+	switch id {
+	case stmtClaim:
+		// ?1 key, ?2 fingerprint, ?3 token, ?4 locked_until, ?5 now.
+		// Takes the key when it is absent (no row, retention over, lease
+		// lapsed) or already held by the same token for the same
+		// fingerprint (re-entrant renewal). Changes no row otherwise.
+		return `INSERT INTO ` + t + ` (key, fingerprint, token, status, response, locked_until, expires_at)
+VALUES (?1, ?2, ?3, 1, NULL, ?4, ?4)
+ON CONFLICT (key) DO UPDATE SET
+	fingerprint = excluded.fingerprint,
+	token = excluded.token,
+	status = 1,
+	response = NULL,
+	locked_until = excluded.locked_until,
+	expires_at = excluded.expires_at
+WHERE ` + t + `.expires_at <= ?5
+	OR (` + t + `.status = 1 AND ` + t + `.token = excluded.token AND ` + t + `.fingerprint = excluded.fingerprint)`
+	case stmtRead:
+		// ?1 key. The row as it is, live or not: Claim judges it.
+		return `SELECT fingerprint, token, status, response, locked_until, expires_at FROM ` + t + ` WHERE key = ?1`
+	case stmtGet:
+		// ?1 key, ?2 now.
+		return `SELECT fingerprint, token, status, response, locked_until, expires_at FROM ` + t + ` WHERE key = ?1 AND expires_at > ?2`
+	case stmtComplete:
+		// ?1 key, ?2 token, ?3 response, ?4 expires_at, ?5 now.
+		// Succeeds for a live record of the token, in progress or completed.
+		return `UPDATE ` + t + ` SET status = 2, response = ?3, locked_until = 0, expires_at = ?4
+WHERE key = ?1 AND token = ?2 AND expires_at > ?5`
+	case stmtRelease:
+		// ?1 key, ?2 token.
+		return `DELETE FROM ` + t + ` WHERE key = ?1 AND token = ?2 AND status = 1`
+	case stmtPurge:
+		// ?1 now, ?2 batch size. Uses the expires_at index.
+		return `DELETE FROM ` + t + ` WHERE key IN (SELECT key FROM ` + t + ` WHERE expires_at <= ?1 LIMIT ?2)`
+	case stmtLock:
+		// Writes nothing but takes SQLite's write lock: the first statement
+		// of a transaction InTx begins on a pool that may begin DEFERRED.
+		return `UPDATE ` + t + ` SET status = status WHERE 0`
+	}
+	panic("sqlite: unknown statement") // unreachable: ids are constants
+}
+
+// querier is what *sql.DB and *sql.Tx share.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+var errClosed = errors.New("store is closed")
+
+// preparedStmt is a statement prepared on first use; preparing fails until
+// the table exists, and is tried again on the next use.
+type preparedStmt struct {
+	query  string
+	p      atomic.Pointer[sql.Stmt]
+	mu     sync.Mutex
+	closed bool
+}
+
+func (ps *preparedStmt) get(ctx context.Context, db *sql.DB) (*sql.Stmt, error) {
+	if st := ps.p.Load(); st != nil {
+		return st, nil
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.closed {
+		return nil, errClosed
+	}
+	if st := ps.p.Load(); st != nil {
+		return st, nil
+	}
+	st, err := db.PrepareContext(ctx, ps.query)
+	if err != nil {
+		return nil, err
+	}
+	ps.p.Store(st)
+	return st, nil
+}
+
+func (ps *preparedStmt) close() error {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.closed = true
+	if st := ps.p.Swap(nil); st != nil {
+		return st.Close()
+	}
+	return nil
+}
