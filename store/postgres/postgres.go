@@ -1,0 +1,148 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// DB is what a Store needs from its connection: *pgxpool.Pool, *pgx.Conn and
+// pgx.Tx all satisfy it, so callers bring their own pool and settings.
+// A *pgx.Conn or a pgx.Tx is not safe for concurrent use, and neither is a
+// Store built on one.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// DefaultTable is the table a Store uses unless WithTable names another.
+const DefaultTable = "idempotency_keys"
+
+// DefaultPurgeBatch is how many rows Purge deletes per statement unless
+// WithPurgeBatch says otherwise.
+const DefaultPurgeBatch = 1000
+
+// maxTableLen keeps "<table>_expires_at_idx" within PostgreSQL's 63-byte
+// identifier limit, so index names of different tables never collide.
+const maxTableLen = 63 - len(indexSuffix)
+
+// Store is a store.Store, store.Purger and store.Transactor on a PostgreSQL
+// table. It is safe for concurrent use when its DB is (a *pgxpool.Pool).
+type Store struct {
+	db    DB
+	opts  options
+	table string // quoted, schema-qualified when a schema is set
+	sql   statements
+	stats *stats
+}
+
+var (
+	_ store.Store      = (*Store)(nil)
+	_ store.Purger     = (*Store)(nil)
+	_ store.Transactor = (*Store)(nil)
+)
+
+type options struct {
+	table      string
+	schema     string
+	purgeBatch int
+}
+
+// Option configures a Store.
+type Option func(*options)
+
+// WithTable sets the table's name (DefaultTable otherwise). It is always
+// quoted as an identifier, so it is case-sensitive and may contain any
+// character but NUL; at most 48 bytes.
+func WithTable(name string) Option {
+	return func(o *options) { o.table = name }
+}
+
+// WithSchema puts the table in the named schema (quoted as an identifier)
+// instead of the first schema of the connection's search_path. Migrate
+// creates the schema when it does not exist.
+func WithSchema(name string) Option {
+	return func(o *options) { o.schema = name }
+}
+
+// WithPurgeBatch sets how many rows each of Purge's DELETE statements removes
+// (DefaultPurgeBatch otherwise), which bounds how long it holds row locks.
+func WithPurgeBatch(n int) Option {
+	return func(o *options) { o.purgeBatch = n }
+}
+
+// New returns a Store that keeps its records in a table reached through db.
+// It does not touch the database: create the table with Migrate or with the
+// SQL from Schema first. New fails only for a nil db or an invalid option.
+func New(db DB, opts ...Option) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("postgres: new: nil DB")
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	table := qualified(o.schema, o.table)
+	return &Store{db: db, opts: o, table: table, sql: buildStatements(table), stats: new(stats)}, nil
+}
+
+func buildOptions(opts []Option) (options, error) {
+	o := options{table: DefaultTable, purgeBatch: DefaultPurgeBatch}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if err := checkIdent("table", o.table, maxTableLen); err != nil {
+		return o, err
+	}
+	if o.schema != "" {
+		if err := checkIdent("schema", o.schema, 63); err != nil {
+			return o, err
+		}
+	}
+	if o.purgeBatch <= 0 {
+		return o, fmt.Errorf("postgres: new: purge batch %d is not positive", o.purgeBatch)
+	}
+	return o, nil
+}
+
+func checkIdent(what, name string, max int) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("postgres: new: empty %s name", what)
+	case len(name) > max:
+		return fmt.Errorf("postgres: new: %s name is %d bytes, longer than %d", what, len(name), max)
+	case !utf8.ValidString(name) || strings.IndexByte(name, 0) >= 0:
+		return fmt.Errorf("postgres: new: %s name is not valid UTF-8 without NUL", what)
+	}
+	return nil
+}
+
+func qualified(schema, table string) string {
+	if schema == "" {
+		return pgx.Identifier{table}.Sanitize()
+	}
+	return pgx.Identifier{schema, table}.Sanitize()
+}
+
+// Table returns the table's name as the Store's statements write it: quoted,
+// and qualified with the schema when WithSchema set one.
+func (s *Store) Table() string { return s.table }
+
+// conn returns the transaction carried by ctx (see InTx), or the Store's DB.
+func (s *Store) conn(ctx context.Context) DB {
+	if tx, ok := TxFrom(ctx); ok {
+		return tx
+	}
+	return s.db
+}

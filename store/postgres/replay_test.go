@@ -1,0 +1,232 @@
+package postgres
+
+import (
+	"context"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idemkit/internal/testenv"
+	"github.com/idemkit/idemkit/store"
+)
+
+// walBytes runs fn and returns how many bytes of WAL the server wrote
+// meanwhile. The server is shared, so other sessions' writes can show up
+// too: callers take the smallest of several tries.
+func walBytes(t *testing.T, conn *pgx.Conn, fn func()) int64 {
+	t.Helper()
+	ctx := context.Background()
+	var before string
+	require.NoError(t, conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text").Scan(&before))
+	fn()
+	var n int64
+	require.NoError(t, conn.QueryRow(ctx,
+		"SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::bigint", before).Scan(&n))
+	return n
+}
+
+// minWAL returns the fewest WAL bytes fn caused over up to tries runs,
+// stopping at the first run that wrote none.
+func minWAL(t *testing.T, conn *pgx.Conn, tries int, fn func()) int64 {
+	t.Helper()
+	best := int64(-1)
+	for range tries {
+		n := walBytes(t, conn, fn)
+		if best < 0 || n < best {
+			best = n
+		}
+		if best == 0 {
+			break
+		}
+	}
+	return best
+}
+
+type rowVersion struct {
+	ctid       string
+	xmin, xmax string
+}
+
+func version(t *testing.T, conn *pgx.Conn, s *Store, key string) rowVersion {
+	t.Helper()
+	var v rowVersion
+	require.NoError(t, conn.QueryRow(context.Background(),
+		"SELECT ctid::text, xmin::text, xmax::text FROM "+s.Table()+" WHERE key = $1", key).Scan(&v.ctid, &v.xmin, &v.xmax))
+	return v
+}
+
+// TestReplayWritesNothing: a Claim of a completed key (a replay) takes no
+// transaction id, no row lock, makes no new row version and writes no WAL,
+// so it never waits for a commit flush. The same measurement on the
+// single-statement ON CONFLICT DO UPDATE claim shows it does write, so the
+// test can tell the difference.
+func TestReplayWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testenv.PostgresURL(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	s := newTestStore(t, conn)
+
+	tok := store.NewToken()
+	c, err := s.Claim(ctx, "paid", "fp", tok, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, store.Acquired, c.Outcome)
+	require.NoError(t, s.Complete(ctx, "paid", tok, []byte(`{"id":1}`), time.Hour))
+
+	replay := func() {
+		c, err := s.Claim(ctx, "paid", "fp", store.NewToken(), time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, store.Completed, c.Outcome)
+	}
+	replay() // prepares the statement and sets the row's hint bits
+	v0 := version(t, conn, s, "paid")
+
+	// No transaction id: nothing to lock with, nothing to commit.
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	txs := &Store{db: tx, opts: s.opts, table: s.table, sql: s.sql, stats: s.stats}
+	c, err = txs.Claim(ctx, "paid", "fp", store.NewToken(), time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, store.Completed, c.Outcome)
+	var xid *string
+	require.NoError(t, tx.QueryRow(ctx, "SELECT pg_current_xact_id_if_assigned()::text").Scan(&xid))
+	require.Nil(t, xid, "a replay must not take a transaction id")
+	require.NoError(t, tx.Rollback(ctx))
+
+	const replays = 200
+	n := minWAL(t, conn, 10, func() {
+		for range replays {
+			replay()
+		}
+	})
+	t.Logf("WAL bytes for %d replays: %d", replays, n)
+	require.Zero(t, n, "replays must write no WAL")
+	require.Equal(t, v0, version(t, conn, s, "paid"), "no new row version, no lock (xmax)")
+
+	// Control: the one-statement DO UPDATE claim writes on every replay.
+	doUpdate := `INSERT INTO ` + s.Table() + ` AS t (key, fingerprint, token, status, expires_at)
+VALUES ($1, $2, $3, 1, clock_timestamp() + $4::interval)
+ON CONFLICT (key) DO UPDATE SET token = CASE WHEN t.expires_at <= clock_timestamp() THEN EXCLUDED.token ELSE t.token END
+RETURNING t.token`
+	const writing = 50
+	w := minWAL(t, conn, 3, func() {
+		for range writing {
+			var got string
+			require.NoError(t, conn.QueryRow(ctx, doUpdate, "paid", "fp", string(store.NewToken()), interval(time.Minute)).Scan(&got))
+			require.Equal(t, string(tok), got)
+		}
+	})
+	t.Logf("WAL bytes for %d replays through ON CONFLICT DO UPDATE: %d (%.0f per replay)", writing, w, float64(w)/writing)
+	require.Greater(t, w, int64(writing*50), "the measurement sees a writing replay")
+	require.NotEqual(t, v0, version(t, conn, s, "paid"))
+}
+
+// counter counts what a connection does: statements through the tracer,
+// and writes to the socket, each of which is one round trip (pgx sends a
+// whole statement, or a whole prepare, in one write and waits for the reply).
+type counter struct {
+	queries, prepares, writes atomic.Int64
+}
+
+func (c *counter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.queries.Add(1)
+	return ctx
+}
+func (c *counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *counter) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
+	c.prepares.Add(1)
+	return ctx
+}
+func (c *counter) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
+
+func (c *counter) reset() { c.queries.Store(0); c.prepares.Store(0); c.writes.Store(0) }
+
+type countingConn struct {
+	net.Conn
+	c *counter
+}
+
+func (cc countingConn) Write(b []byte) (int, error) {
+	cc.c.writes.Add(1)
+	return cc.Conn.Write(b)
+}
+
+// TestRoundTrips counts the statements and socket round trips of every
+// path, after a warm-up that has prepared each statement once.
+func TestRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := pgx.ParseConfig(testenv.PostgresURL(t))
+	require.NoError(t, err)
+	cnt := &counter{}
+	cfg.Tracer = cnt
+	cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return countingConn{Conn: c, c: cnt}, nil
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	s := newTestStore(t, conn)
+
+	type step struct {
+		name      string
+		setup     func(key string) // not counted
+		run       func(key string)
+		roundTrip int64
+	}
+	other := store.NewToken()
+	mine := store.NewToken()
+	claim := func(key, fp string, tok store.Token, lease time.Duration, want store.Outcome) {
+		c, err := s.Claim(ctx, key, fp, tok, lease)
+		require.NoError(t, err)
+		require.Equal(t, want, c.Outcome, key)
+	}
+	steps := []step{
+		{"new key", nil, func(k string) { claim(k, "fp", mine, time.Minute, store.Acquired) }, 1},
+		{"replay", func(k string) {
+			claim(k, "fp", other, time.Minute, store.Acquired)
+			require.NoError(t, s.Complete(ctx, k, other, []byte("r"), time.Hour))
+		}, func(k string) { claim(k, "fp", mine, time.Minute, store.Completed) }, 1},
+		{"held by another", func(k string) { claim(k, "fp", other, time.Minute, store.Acquired) },
+			func(k string) { claim(k, "fp", mine, time.Minute, store.InProgress) }, 1},
+		{"mismatch", func(k string) { claim(k, "fp", other, time.Minute, store.Acquired) },
+			func(k string) { claim(k, "fp2", mine, time.Minute, store.Mismatch) }, 1},
+		{"renew own lease", func(k string) { claim(k, "fp", mine, time.Minute, store.Acquired) },
+			func(k string) { claim(k, "fp", mine, time.Minute, store.Acquired) }, 2},
+		{"take over lapsed lease", func(k string) { claim(k, "fp", other, time.Microsecond, store.Acquired) },
+			func(k string) { claim(k, "fp", mine, time.Minute, store.Acquired) }, 2},
+		{"complete", func(k string) { claim(k, "fp", mine, time.Minute, store.Acquired) },
+			func(k string) { require.NoError(t, s.Complete(ctx, k, mine, []byte("r"), time.Hour)) }, 1},
+		{"complete, lease lost", func(k string) { claim(k, "fp", other, time.Minute, store.Acquired) },
+			func(k string) {
+				require.ErrorIs(t, s.Complete(ctx, k, mine, []byte("r"), time.Hour), store.ErrLeaseLost)
+			}, 1},
+		{"release", func(k string) { claim(k, "fp", mine, time.Minute, store.Acquired) },
+			func(k string) { require.NoError(t, s.Release(ctx, k, mine)) }, 1},
+		{"get", func(k string) { claim(k, "fp", mine, time.Minute, store.Acquired) },
+			func(k string) { _, err := s.Get(ctx, k); require.NoError(t, err) }, 1},
+		{"get absent", nil, func(k string) { _, err := s.Get(ctx, k); require.ErrorIs(t, err, store.ErrNotFound) }, 1},
+	}
+	for round := range 2 { // round 0 prepares the statements
+		for _, st := range steps {
+			key := st.name + "/" + string(rune('0'+round))
+			if st.setup != nil {
+				st.setup(key)
+			}
+			cnt.reset()
+			st.run(key)
+			if round == 1 {
+				require.Zero(t, cnt.prepares.Load(), "%s: statements come from the cache", st.name)
+				require.Equal(t, st.roundTrip, cnt.writes.Load(), "%s: round trips", st.name)
+				require.Equal(t, st.roundTrip, cnt.queries.Load(), "%s: statements", st.name)
+			}
+		}
+	}
+}
