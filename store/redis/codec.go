@@ -1,0 +1,128 @@
+package redis
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// The value stored under each key, version 1. All integers are big-endian.
+//
+//	offset  size  field
+//	0       1     version, always 1
+//	1       1     status: 1 in progress, 2 completed
+//	2       1     token length n (1..128)
+//	3       2     fingerprint length m (0..1024)
+//	5       8     time in Unix milliseconds: LockedUntil while in progress,
+//	              ExpiresAt once completed (for a record in progress they are
+//	              the same instant)
+//	13      n     token
+//	13+n    m     fingerprint
+//	13+n+m  rest  response (completed only; empty while in progress)
+//
+// The fixed header lets the Lua scripts find the token and the fingerprint
+// with string.byte and string.sub, and lets the completion script splice a
+// new status, time and response around them without decoding anything else.
+// A record in progress costs 13 bytes plus its token and fingerprint.
+const (
+	codecVersion = 1
+
+	offStatus  = 1
+	offTokLen  = 2
+	offFPLen   = 3
+	offTime    = 5
+	headerSize = 13
+
+	statusInProgress = 1
+	statusCompleted  = 2
+)
+
+// errCorrupt is wrapped by every decoding error.
+var errCorrupt = errors.New("not an idemkit record")
+
+// encode returns the stored value for a record. The caller has validated
+// token and fingerprint with the store package's checks.
+func encode(status byte, token store.Token, fingerprint string, at int64, response []byte) string {
+	var b strings.Builder
+	b.Grow(headerSize + len(token) + len(fingerprint) + len(response))
+	var h [headerSize]byte
+	h[0] = codecVersion
+	h[offStatus] = status
+	h[offTokLen] = byte(len(token))
+	binary.BigEndian.PutUint16(h[offFPLen:], uint16(len(fingerprint)))
+	binary.BigEndian.PutUint64(h[offTime:], uint64(at))
+	b.Write(h[:])
+	b.WriteString(string(token))
+	b.WriteString(fingerprint)
+	b.Write(response)
+	return b.String()
+}
+
+// encodeTime returns the 8 bytes of the time field, as the completion script
+// splices them in.
+func encodeTime(at int64) string {
+	var t [8]byte
+	binary.BigEndian.PutUint64(t[:], uint64(at))
+	return string(t[:])
+}
+
+// decode parses a stored value into the record for key. It rejects anything
+// encode could not have produced with an error wrapping errCorrupt, and never
+// panics. The returned Response is a fresh copy.
+func decode(key, v string) (store.Record, error) {
+	if len(v) < headerSize {
+		return store.Record{}, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", errCorrupt, len(v), headerSize)
+	}
+	if v[0] != codecVersion {
+		return store.Record{}, fmt.Errorf("%w: unknown version %d", errCorrupt, v[0])
+	}
+	n := int(v[offTokLen])
+	m := int(v[offFPLen])<<8 | int(v[offFPLen+1])
+	var at int64
+	for i := offTime; i < offTime+8; i++ {
+		at = at<<8 | int64(v[i])
+	}
+	switch {
+	case n == 0 || n > store.MaxTokenLen:
+		return store.Record{}, fmt.Errorf("%w: token length %d out of range", errCorrupt, n)
+	case m > store.MaxFingerprintLen:
+		return store.Record{}, fmt.Errorf("%w: fingerprint length %d out of range", errCorrupt, m)
+	case len(v) < headerSize+n+m:
+		return store.Record{}, fmt.Errorf("%w: %d bytes, too short for a %d-byte token and a %d-byte fingerprint", errCorrupt, len(v), n, m)
+	}
+	token := v[headerSize : headerSize+n]
+	fp := v[headerSize+n : headerSize+n+m]
+	if !validText(token) || !validText(fp) {
+		return store.Record{}, fmt.Errorf("%w: token or fingerprint is not NUL-free UTF-8", errCorrupt)
+	}
+	rec := store.Record{
+		Key:         key,
+		Fingerprint: fp,
+		Token:       store.Token(token),
+		ExpiresAt:   time.UnixMilli(at),
+	}
+	rest := v[headerSize+n+m:]
+	switch v[offStatus] {
+	case statusInProgress:
+		if rest != "" {
+			return store.Record{}, fmt.Errorf("%w: a record in progress carries %d response bytes", errCorrupt, len(rest))
+		}
+		rec.Status = store.StatusInProgress
+		rec.LockedUntil = rec.ExpiresAt
+	case statusCompleted:
+		rec.Status = store.StatusCompleted
+		rec.Response = []byte(rest)
+	default:
+		return store.Record{}, fmt.Errorf("%w: unknown status %d", errCorrupt, v[offStatus])
+	}
+	return rec, nil
+}
+
+func validText(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
+}

@@ -1,0 +1,54 @@
+// Package redis keeps idempotency keys in Redis, so every instance of a
+// service sees the same claims and stored responses.
+//
+// It works with any go-redis/v9 redis.UniversalClient: a single node, a
+// Sentinel-managed failover client, a Redis Cluster or a Ring. Each record is
+// one Redis string under one key (prefix + key), and every operation touches
+// only that key, so every operation runs on one node and in one slot.
+//
+//	s := redis.New(client, redis.WithPrefix("payments:idem:"))
+//	c, err := s.Claim(ctx, key, fingerprint, store.NewToken(), 30*time.Second)
+//
+// # How each call maps to Redis
+//
+//   - Claim of a new key is one command, SET key value NX GET PX lease: it
+//     writes the record when the key is absent and otherwise returns the
+//     record that is there, from which the outcome (Completed, InProgress,
+//     Mismatch) is decided. A re-entrant Claim by the token that holds the key
+//     renews the lease with a token-checking Lua script. Servers without
+//     SET ... NX GET (before Redis 7.0) get a Lua script that does the same in
+//     one atomic step, chosen automatically after the first syntax error.
+//   - Complete and Release are Lua scripts (EVALSHA, reloaded on NOSCRIPT)
+//     that compare the token before writing, so a holder whose lease lapsed
+//     can never overwrite or delete the next holder's record.
+//   - Get is one GET.
+//
+// # Time
+//
+// Expiry is Redis's own: a record in progress lives for its lease (PX) and a
+// completed one for its retention (PX), on the server's clock, and that alone
+// decides whether a key is absent and may be claimed again. The times in a
+// Record (LockedUntil, ExpiresAt) are computed by the process that wrote the
+// record, from its clock (WithClock, default time.Now) plus the duration, and
+// stored in the value; they are informational (a Retry-After hint) and are as
+// accurate as the clocks of the service's machines agree. Durations are
+// rounded up to whole milliseconds.
+//
+// # Eviction
+//
+// Every record carries a TTL, so any maxmemory-policy other than noeviction
+// (allkeys-* and also volatile-*, which evict precisely keys with a TTL) lets
+// Redis drop a record in progress or a completed one under memory pressure:
+// the next retry would then run the work a second time. On first use the
+// Store reads maxmemory-policy (every master of a Cluster) and logs a warning
+// with log/slog unless it is noeviction; CheckEviction does the same on
+// demand.
+//
+// # Stored value
+//
+// Each value is a compact binary record, version 1: a 13-byte header
+// (version, status, token length, fingerprint length, time in Unix
+// milliseconds), then the token, the fingerprint and, once completed, the
+// response bytes. A value that does not decode is reported as an error,
+// never as a missing key.
+package redis

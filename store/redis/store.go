@@ -1,0 +1,309 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// DefaultPrefix is the key prefix used unless WithPrefix says otherwise.
+const DefaultPrefix = "idem:"
+
+// maxAttempts bounds how often Claim decides again after the key changed
+// between two of its commands (released, expired, renewed concurrently).
+const maxAttempts = 16
+
+var (
+	_ store.Store = (*Store)(nil)
+
+	errNilClient = errors.New("nil redis client")
+)
+
+// Store is a store.Store kept in Redis. It is safe for concurrent use. The
+// client stays the caller's: Store never closes it.
+type Store struct {
+	client goredis.UniversalClient
+	prefix string
+	now    func() time.Time
+	log    *slog.Logger
+
+	checkPolicy bool
+	policyState atomic.Int32 // 0 not checked, 1 checking, 2 done
+	noSetGet    atomic.Bool  // the server rejected SET ... NX GET
+}
+
+// Option configures a Store.
+type Option func(*options)
+
+type options struct {
+	prefix      string
+	now         func() time.Time
+	log         *slog.Logger
+	checkPolicy bool
+}
+
+// WithPrefix sets the prefix put before every key (default DefaultPrefix).
+// Give each application or environment sharing a Redis its own prefix. A
+// prefix with a Cluster hash tag ("{idem}:") puts every record in one slot,
+// on one node: it still works, but no longer spreads the load.
+func WithPrefix(p string) Option {
+	return func(o *options) { o.prefix = p }
+}
+
+// WithClock sets the clock from which the times reported in records
+// (LockedUntil, ExpiresAt) are computed; default time.Now. Expiry itself is
+// decided by Redis (PX) on the server's clock.
+func WithClock(now func() time.Time) Option {
+	return func(o *options) {
+		if now != nil {
+			o.now = now
+		}
+	}
+}
+
+// WithLogger sets the logger for the maxmemory-policy warning (default
+// slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.log = l
+		}
+	}
+}
+
+// WithEvictionCheck turns the first-use maxmemory-policy check on (the
+// default) or off. Turn it off where CONFIG is disabled and the policy is
+// known to be noeviction, or in tests that count commands.
+func WithEvictionCheck(enabled bool) Option {
+	return func(o *options) { o.checkPolicy = enabled }
+}
+
+// New returns a Store that keeps its records through client: a *redis.Client,
+// a Sentinel failover client, a *redis.ClusterClient or a *redis.Ring. New
+// does no I/O; the first call that touches Redis also checks
+// maxmemory-policy (see WithEvictionCheck). With a nil client every call
+// returns an error.
+func New(client goredis.UniversalClient, opts ...Option) *Store {
+	o := options{prefix: DefaultPrefix, now: time.Now, log: slog.Default(), checkPolicy: true}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return &Store{client: client, prefix: o.prefix, now: o.now, log: o.log, checkPolicy: o.checkPolicy}
+}
+
+// Claim implements store.Store. A new key costs one command (SET NX GET PX);
+// a key that exists costs the same single command plus, only when it is the
+// caller's own record in progress, the renewal script.
+func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.Token, lease time.Duration) (store.Claim, error) {
+	if err := store.CheckClaim(key, fingerprint, token, lease); err != nil {
+		return store.Claim{}, fmt.Errorf("redis: claim: %w", err)
+	}
+	if err := s.begin(ctx); err != nil {
+		return store.Claim{}, fmt.Errorf("redis: claim: %w", err)
+	}
+	rk := s.prefix + key
+	ms := millis(lease)
+	at := s.now().UnixMilli() + ms
+	val := encode(statusInProgress, token, fingerprint, at, nil)
+	mine := store.Claim{Outcome: store.Acquired, Record: store.Record{
+		Key:         key,
+		Fingerprint: fingerprint,
+		Status:      store.StatusInProgress,
+		Token:       token,
+		LockedUntil: time.UnixMilli(at),
+		ExpiresAt:   time.UnixMilli(at),
+	}}
+
+	var cur string
+	haveCur := false
+	for range maxAttempts {
+		if !haveCur {
+			v, set, err := s.setNX(ctx, rk, val, ms)
+			if err != nil {
+				return store.Claim{}, s.fail(ctx, "claim", err)
+			}
+			if set {
+				return mine, nil
+			}
+			cur = v
+		}
+		rec, err := decode(key, cur)
+		if err != nil {
+			return store.Claim{}, fmt.Errorf("redis: claim: key %q: %w", key, err)
+		}
+		switch {
+		case rec.Fingerprint != fingerprint:
+			return store.Claim{Outcome: store.Mismatch, Record: rec}, nil
+		case rec.Status == store.StatusCompleted:
+			return store.Claim{Outcome: store.Completed, Record: rec}, nil
+		case rec.Token != token:
+			return store.Claim{Outcome: store.InProgress, Record: rec}, nil
+		}
+		// The caller's own record in progress: renew the lease, unless the
+		// record changed since we read it.
+		res, err := renewScript.Run(ctx, s.client, []string{rk}, val, ms).Result()
+		switch v := res.(type) {
+		case int64:
+			if err == nil && v == 1 {
+				return mine, nil
+			}
+		case string:
+			if err == nil {
+				cur, haveCur = v, true
+				continue
+			}
+		}
+		if errors.Is(err, goredis.Nil) {
+			haveCur = false // absent now: claim it afresh
+			continue
+		}
+		if err == nil {
+			err = fmt.Errorf("unexpected reply %v from the renewal script", res)
+		}
+		return store.Claim{}, s.fail(ctx, "claim: renew", err)
+	}
+	return store.Claim{}, fmt.Errorf("redis: claim: key %q changed %d times while claiming it", key, maxAttempts)
+}
+
+// setNX writes val under rk when rk is absent (set is true) and otherwise
+// returns the value there, in one command.
+func (s *Store) setNX(ctx context.Context, rk, val string, ms int64) (cur string, set bool, err error) {
+	if !s.noSetGet.Load() {
+		cur, err = s.client.Do(ctx, "set", rk, val, "nx", "get", "px", ms).Text()
+		switch {
+		case errors.Is(err, goredis.Nil):
+			return "", true, nil
+		case err == nil:
+			return cur, false, nil
+		case !isSyntaxError(err):
+			return "", false, err
+		}
+		// Before Redis 7.0, NX and GET together are a syntax error and
+		// nothing was written: use the script from now on.
+		if s.noSetGet.CompareAndSwap(false, true) {
+			s.log.Info("redis: the server rejects SET ... NX GET (Redis before 7.0?); claiming with a Lua script instead", "error", err.Error())
+		}
+	}
+	cur, err = claimScript.Run(ctx, s.client, []string{rk}, val, ms).Text()
+	switch {
+	case errors.Is(err, goredis.Nil):
+		return "", true, nil
+	case err == nil:
+		return cur, false, nil
+	}
+	return "", false, err
+}
+
+// Complete implements store.Store with one script run that checks the token
+// and writes the completed record with its retention (PX).
+func (s *Store) Complete(ctx context.Context, key string, token store.Token, response []byte, retention time.Duration) error {
+	if err := store.CheckComplete(key, token, retention); err != nil {
+		return fmt.Errorf("redis: complete: %w", err)
+	}
+	if err := s.begin(ctx); err != nil {
+		return fmt.Errorf("redis: complete: %w", err)
+	}
+	ms := millis(retention)
+	at := s.now().UnixMilli() + ms
+	if response == nil {
+		response = []byte{}
+	}
+	n, err := completeScript.Run(ctx, s.client, []string{s.prefix + key}, string(token), encodeTime(at), response, ms).Int64()
+	if err != nil {
+		return s.fail(ctx, "complete", err)
+	}
+	switch n {
+	case 1:
+		return nil
+	case 0:
+		return fmt.Errorf("redis: complete: key %q: %w", key, store.ErrLeaseLost)
+	}
+	return fmt.Errorf("redis: complete: key %q: %w", key, errCorrupt)
+}
+
+// Release implements store.Store with one script run that deletes the key
+// only when it holds token's record in progress.
+func (s *Store) Release(ctx context.Context, key string, token store.Token) error {
+	if err := store.CheckRelease(key, token); err != nil {
+		return fmt.Errorf("redis: release: %w", err)
+	}
+	if err := s.begin(ctx); err != nil {
+		return fmt.Errorf("redis: release: %w", err)
+	}
+	if err := releaseScript.Run(ctx, s.client, []string{s.prefix + key}, string(token)).Err(); err != nil {
+		return s.fail(ctx, "release", err)
+	}
+	return nil
+}
+
+// Get implements store.Store with one GET.
+func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
+	if err := store.CheckKey(key); err != nil {
+		return store.Record{}, fmt.Errorf("redis: get: %w", err)
+	}
+	if err := s.begin(ctx); err != nil {
+		return store.Record{}, fmt.Errorf("redis: get: %w", err)
+	}
+	v, err := s.client.Get(ctx, s.prefix+key).Result()
+	if errors.Is(err, goredis.Nil) {
+		return store.Record{}, fmt.Errorf("redis: get: key %q: %w", key, store.ErrNotFound)
+	}
+	if err != nil {
+		return store.Record{}, s.fail(ctx, "get", err)
+	}
+	rec, err := decode(key, v)
+	if err != nil {
+		return store.Record{}, fmt.Errorf("redis: get: key %q: %w", key, err)
+	}
+	return rec, nil
+}
+
+// begin is the common start of every call that touches Redis.
+func (s *Store) begin(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.client == nil {
+		return errNilClient
+	}
+	s.checkPolicyOnce(ctx)
+	return nil
+}
+
+// fail wraps a driver error for op. A redis.Nil never escapes (it would read
+// as "not found"), and when ctx is done its error is wrapped too, so callers
+// can match context.Canceled whichever error the driver reported.
+func (s *Store) fail(ctx context.Context, op string, err error) error {
+	if errors.Is(err, goredis.Nil) {
+		err = errors.New("unexpected nil reply")
+	}
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("redis: %s: %w (%w)", op, err, cerr)
+	}
+	return fmt.Errorf("redis: %s: %w", op, err)
+}
+
+// millis rounds d (positive) up to whole milliseconds, as PX takes them.
+func millis(d time.Duration) int64 {
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return ms
+}
+
+// isSyntaxError reports a server-side "ERR syntax error" reply.
+func isSyntaxError(err error) bool {
+	var re goredis.Error
+	return errors.As(err, &re) && strings.Contains(strings.ToLower(re.Error()), "syntax error")
+}
