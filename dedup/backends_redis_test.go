@@ -16,7 +16,7 @@ import (
 
 // redisPrefix returns a key prefix of the test's own and deletes its keys
 // when the test ends (on every master of a Cluster).
-func redisPrefix(t *testing.T, c goredis.UniversalClient) string {
+func redisPrefix(t testing.TB, c goredis.UniversalClient) string {
 	p := "idemkit-dedup-test:" + rand.Text()[:12] + ":"
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -59,7 +59,7 @@ func (c miniClock) Advance(d time.Duration) {
 	c.mr.FastForward(d)
 }
 
-func newMiniredis(t *testing.T) storetest.Subject {
+func newMiniredis(t testing.TB) storetest.Subject {
 	mr := miniredis.RunT(t)
 	c := goredis.NewClient(&goredis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { _ = c.Close() })
@@ -71,14 +71,14 @@ func newMiniredis(t *testing.T) storetest.Subject {
 }
 
 // newRedis is the real Redis at IDEMKIT_REDIS_ADDR (server clock).
-func newRedis(t *testing.T) storetest.Subject {
+func newRedis(t testing.TB) storetest.Subject {
 	c := goredis.NewClient(&goredis.Options{Addr: testenv.RedisAddr(t), PoolSize: 32})
 	t.Cleanup(func() { _ = c.Close() })
 	return storetest.Subject{Store: redis.New(c, redis.WithPrefix(redisPrefix(t, c)))}
 }
 
 // newRedisCluster is the Redis Cluster at IDEMKIT_REDIS_CLUSTER_ADDRS.
-func newRedisCluster(t *testing.T) storetest.Subject {
+func newRedisCluster(t testing.TB) storetest.Subject {
 	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: testenv.RedisClusterAddrs(t)})
 	t.Cleanup(func() { _ = c.Close() })
 	return storetest.Subject{Store: redis.New(c, redis.WithPrefix(redisPrefix(t, c)))}

@@ -29,7 +29,7 @@ func uniqueName(prefix string) string {
 
 // newSQLite is a SQLite file in the test's temporary directory, with a
 // manual clock.
-func newSQLite(t *testing.T) storetest.Subject {
+func newSQLite(t testing.TB) storetest.Subject {
 	clock := storetest.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	s, err := sqlite.Open(filepath.Join(t.TempDir(), "dedup.db"), sqlite.WithClock(clock.Now))
 	require.NoError(t, err)
@@ -41,7 +41,7 @@ func newSQLite(t *testing.T) storetest.Subject {
 // sqliteEffects is the seeds' effect table, written with sqlite.TxFrom in
 // the transaction ProcessTx runs fn in. event_id is not unique on purpose:
 // a second application must show as a second row, not as an error.
-func sqliteEffects(t *testing.T, subj storetest.Subject) txEffect {
+func sqliteEffects(t testing.TB, subj storetest.Subject) txEffect {
 	db := subj.Store.(*sqlite.Store).DB()
 	table := uniqueName("dedup_effects_")
 	_, err := db.ExecContext(t.Context(), "CREATE TABLE "+table+" (event_id TEXT NOT NULL, amount INTEGER NOT NULL)")
@@ -55,7 +55,7 @@ func sqliteEffects(t *testing.T, subj storetest.Subject) txEffect {
 			_, err := tx.ExecContext(ctx, "INSERT INTO "+table+" (event_id, amount) VALUES (?, 1990)", id)
 			return err
 		},
-		count: func(t *testing.T, id string) int {
+		count: func(t testing.TB, id string) int {
 			var n int
 			require.NoError(t, db.QueryRowContext(t.Context(), "SELECT count(*) FROM "+table+" WHERE event_id = ?", id).Scan(&n))
 			return n
@@ -71,7 +71,7 @@ var pgShared struct {
 
 // pgPool returns the pool the tests share, or skips without
 // IDEMKIT_POSTGRES_URL (fails under CI=true).
-func pgPool(t *testing.T) *pgxpool.Pool {
+func pgPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	url := testenv.PostgresURL(t)
 	pgShared.once.Do(func() {
@@ -88,7 +88,7 @@ func pgPool(t *testing.T) *pgxpool.Pool {
 }
 
 // dropTable drops table (unquoted, from uniqueName) when the test ends.
-func dropTable(t *testing.T, pool *pgxpool.Pool, table string) {
+func dropTable(t testing.TB, pool *pgxpool.Pool, table string) {
 	t.Cleanup(func() {
 		if _, err := pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+pgx.Identifier{table}.Sanitize()); err != nil {
 			t.Errorf("drop %s: %v", table, err)
@@ -98,7 +98,7 @@ func dropTable(t *testing.T, pool *pgxpool.Pool, table string) {
 
 // newPostgres is a table of its own in the shared database; PostgreSQL keeps
 // the time, so the clock is the real one.
-func newPostgres(t *testing.T) storetest.Subject {
+func newPostgres(t testing.TB) storetest.Subject {
 	pool := pgPool(t)
 	table := uniqueName("dedup_test_")
 	s, err := postgres.New(pool, postgres.WithTable(table))
@@ -109,7 +109,7 @@ func newPostgres(t *testing.T) storetest.Subject {
 }
 
 // postgresEffects is the effect table, written with postgres.TxFrom.
-func postgresEffects(t *testing.T, subj storetest.Subject) txEffect {
+func postgresEffects(t testing.TB, subj storetest.Subject) txEffect {
 	pool := pgPool(t)
 	table := uniqueName("dedup_effects_")
 	_, err := pool.Exec(t.Context(), fmt.Sprintf("CREATE TABLE %s (event_id text NOT NULL, amount int NOT NULL)", table))
@@ -124,7 +124,7 @@ func postgresEffects(t *testing.T, subj storetest.Subject) txEffect {
 			_, err := tx.Exec(ctx, "INSERT INTO "+table+" (event_id, amount) VALUES ($1, 1990)", id)
 			return err
 		},
-		count: func(t *testing.T, id string) int {
+		count: func(t testing.TB, id string) int {
 			var n int
 			require.NoError(t, pool.QueryRow(t.Context(), "SELECT count(*) FROM "+table+" WHERE event_id = $1", id).Scan(&n))
 			return n

@@ -15,10 +15,10 @@ import (
 type backend struct {
 	name string
 	// new returns a fresh, isolated store and its clock (nil: real clock).
-	new func(t *testing.T) storetest.Subject
+	new func(t testing.TB) storetest.Subject
 	// tx returns an effect table written through the store's transaction,
 	// for the ProcessTx tests; nil when the store is not a store.Transactor.
-	tx func(t *testing.T, subj storetest.Subject) txEffect
+	tx func(t testing.TB, subj storetest.Subject) txEffect
 }
 
 // txEffect is a table of effects written inside the store's transaction.
@@ -26,7 +26,7 @@ type txEffect struct {
 	// apply writes one row for id through the transaction found in ctx.
 	apply func(ctx context.Context, id string) error
 	// count returns the number of committed rows for id.
-	count func(t *testing.T, id string) int
+	count func(t testing.TB, id string) int
 }
 
 var backends = []backend{
@@ -39,7 +39,7 @@ var backends = []backend{
 	{name: "redis-cluster", new: newRedisCluster},
 }
 
-func newMemory(t *testing.T) storetest.Subject {
+func newMemory(t testing.TB) storetest.Subject {
 	clock := storetest.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	s := memory.New(memory.WithClock(clock.Now))
 	t.Cleanup(func() { _ = s.Close() })
@@ -48,7 +48,7 @@ func newMemory(t *testing.T) storetest.Subject {
 
 // newMemoryRealClock runs the real-time paths (leases waited for, not
 // advanced) without a server.
-func newMemoryRealClock(t *testing.T) storetest.Subject {
+func newMemoryRealClock(t testing.TB) storetest.Subject {
 	s := memory.New()
 	t.Cleanup(func() { _ = s.Close() })
 	return storetest.Subject{Store: s}

@@ -149,7 +149,7 @@ func TestPanicReleases(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend, subj storetest.Subject) {
 		fx := newEffects()
 		tk := newManualTicker()
-		d := newDeduper(t, subj.Store, dedup.WithTicker(tk.new))
+		d := newDeduper(t, subj.Store, dedup.WithTimer(tk.new))
 		const id = "evt_panic"
 
 		recovered := func() (v any) {
@@ -184,7 +184,7 @@ func TestLeaseLapse(t *testing.T) {
 			const id = "evt_lapse_renewal"
 			tk := newManualTicker()
 			beats, hook := beatRecorder()
-			stale := newDeduper(t, subj.Store, dedup.WithLease(lease), dedup.WithTicker(tk.new), hook)
+			stale := newDeduper(t, subj.Store, dedup.WithLease(lease), dedup.WithTimer(tk.new), hook)
 			fresh := newDeduper(t, subj.Store, dedup.WithLease(lease))
 
 			started := make(chan struct{})
@@ -245,7 +245,7 @@ func TestLeaseLapse(t *testing.T) {
 			fx := newEffects()
 			const id = "evt_lapse_complete"
 			tk := newManualTicker()
-			stale := newDeduper(t, subj.Store, dedup.WithLease(lease), dedup.WithTicker(tk.new))
+			stale := newDeduper(t, subj.Store, dedup.WithLease(lease), dedup.WithTimer(tk.new))
 			fresh := newDeduper(t, subj.Store, dedup.WithLease(lease))
 
 			started, wake := make(chan struct{}), make(chan struct{})
@@ -297,7 +297,7 @@ func TestHeartbeatRenews(t *testing.T) {
 		lease := leaseFor(subj)
 		tk := newManualTicker()
 		beats, hook := beatRecorder()
-		slow := newDeduper(t, subj.Store, dedup.WithLease(lease), dedup.WithTicker(tk.new), hook)
+		slow := newDeduper(t, subj.Store, dedup.WithLease(lease), dedup.WithTimer(tk.new), hook)
 		other := newDeduper(t, subj.Store, dedup.WithLease(lease))
 
 		started, finish := make(chan struct{}), make(chan struct{})

@@ -2,10 +2,13 @@ package dedup
 
 import "time"
 
-// WithTicker replaces the heartbeat's ticker: newTicker gets the interval
-// and returns the tick channel and a stop function. Tests only.
-func WithTicker(newTicker func(d time.Duration) (<-chan time.Time, func())) Option {
-	return func(o *options) { o.newTicker = newTicker }
+// Timer is the heartbeat's timer (a *time.Timer in production).
+type Timer = timer
+
+// WithTimer replaces time.AfterFunc for the heartbeat: newTimer gets the
+// interval and the renewal function and returns the timer. Tests only.
+func WithTimer(newTimer func(d time.Duration, f func()) Timer) Option {
+	return func(o *options) { o.newTimer = newTimer }
 }
 
 // WithBeatHook calls f after every heartbeat renewal with whether the lease

@@ -148,7 +148,7 @@ func TestStoreFailures(t *testing.T) {
 			fs := newFaulty(subj.Store)
 			tk := newManualTicker()
 			beats, hook := beatRecorder()
-			d := newDeduper(t, fs, dedup.WithTicker(tk.new), hook)
+			d := newDeduper(t, fs, dedup.WithTimer(tk.new), hook)
 			const id = "evt_renewal_fails"
 			out, err := d.Process(t.Context(), id, func(ctx context.Context) error {
 				fs.failNext("claim", 1)
@@ -174,7 +174,7 @@ func TestLapsedButUnclaimed(t *testing.T) {
 		fx := newEffects()
 		lease := leaseFor(subj)
 		tk := newManualTicker()
-		d := newDeduper(t, subj.Store, dedup.WithLease(lease), dedup.WithTicker(tk.new))
+		d := newDeduper(t, subj.Store, dedup.WithLease(lease), dedup.WithTimer(tk.new))
 		const id = "evt_lapsed_unclaimed"
 		out, err := d.Process(t.Context(), id, func(ctx context.Context) error {
 			advance(t, subj, lease+lease/2)

@@ -74,29 +74,71 @@ func advance(t *testing.T, subj storetest.Subject, d time.Duration) {
 	time.Sleep(d)
 }
 
-// manualTicker is a heartbeat ticker that ticks when the test says so, and
-// counts how many tickers were started and stopped.
+// manualTicker drives the heartbeat's timers by hand: a renewal runs when
+// the test calls tick. It counts the timers started and stopped.
 type manualTicker struct {
-	c                chan time.Time
+	mu               sync.Mutex
+	timers           []*manualTimer
 	started, stopped atomic.Int32
 	interval         atomic.Int64
 }
 
-func newManualTicker() *manualTicker { return &manualTicker{c: make(chan time.Time)} }
-
-func (m *manualTicker) new(d time.Duration) (<-chan time.Time, func()) {
-	m.started.Add(1)
-	m.interval.Store(int64(d))
-	return m.c, func() { m.stopped.Add(1) }
+type manualTimer struct {
+	m       *manualTicker
+	f       func()
+	armed   bool
+	stopped bool
 }
 
-// tick delivers one tick; it returns once a heartbeat has received it.
+func newManualTicker() *manualTicker { return &manualTicker{} }
+
+// new is the dedup.WithTimer constructor.
+func (m *manualTicker) new(d time.Duration, f func()) dedup.Timer {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.started.Add(1)
+	m.interval.Store(int64(d))
+	tm := &manualTimer{m: m, f: f, armed: true}
+	m.timers = append(m.timers, tm)
+	return tm
+}
+
+func (tm *manualTimer) Stop() bool {
+	tm.m.mu.Lock()
+	defer tm.m.mu.Unlock()
+	if !tm.stopped {
+		tm.stopped = true
+		tm.m.stopped.Add(1)
+	}
+	was := tm.armed
+	tm.armed = false
+	return was
+}
+
+func (tm *manualTimer) Reset(time.Duration) bool {
+	tm.m.mu.Lock()
+	defer tm.m.mu.Unlock()
+	was := tm.armed
+	tm.armed = true
+	return was
+}
+
+// tick fires every armed timer, each in a goroutine of its own as
+// time.AfterFunc does. It fails the test when no timer is armed.
 func (m *manualTicker) tick(t *testing.T) {
 	t.Helper()
-	select {
-	case m.c <- time.Now():
-	case <-t.Context().Done():
-		t.Fatal("no heartbeat took the tick")
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	fired := 0
+	for _, tm := range m.timers {
+		if tm.armed {
+			tm.armed = false
+			fired++
+			go tm.f()
+		}
+	}
+	if fired == 0 {
+		t.Fatal("tick: no heartbeat timer is armed")
 	}
 }
 

@@ -30,8 +30,8 @@ type options struct {
 	logger    *slog.Logger
 
 	// Test hooks, set only from export_test.go.
-	newTicker func(d time.Duration) (<-chan time.Time, func())
-	onBeat    func(lost bool, err error)
+	newTimer func(d time.Duration, f func()) timer
+	onBeat   func(lost bool, err error)
 }
 
 func defaults() options {
@@ -39,10 +39,7 @@ func defaults() options {
 		lease:     DefaultLease,
 		retention: DefaultRetention,
 		logger:    slog.New(slog.DiscardHandler),
-		newTicker: func(d time.Duration) (<-chan time.Time, func()) {
-			t := time.NewTicker(d)
-			return t.C, t.Stop
-		},
+		newTimer:  afterFunc,
 	}
 }
 
