@@ -55,8 +55,11 @@
 // than the longest time the broker may redeliver a message after its first
 // delivery, with margin: the SQS queue's message retention period, a Kafka
 // topic's retention if consumers may be rewound, a JetStream stream's MaxAge,
-// the 3 days Stripe retries a webhook. Memory and SQL stores need a purge
-// (store.Purger) to forget expired ids; Redis expires them itself.
+// the 3 days Stripe retries a webhook. An expired id counts as never seen
+// at once on every store; reclaiming its space is the store's business:
+// Redis expires keys itself, the memory store sweeps in the background, and
+// the SQL stores delete expired rows when their Purge method runs (call it
+// periodically, for example hourly).
 //
 // # Keys
 //
