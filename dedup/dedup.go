@@ -16,8 +16,9 @@ import (
 // apart from a record of another kind under the same key.
 const fingerprint = "dedup/v1"
 
-// Deduper processes messages at most once per id while they are delivered at
-// least once. It is safe for concurrent use by multiple goroutines.
+// Deduper runs the work of each message id once while the message is
+// delivered at least once. It is safe for concurrent use by multiple
+// goroutines.
 type Deduper struct {
 	s    store.Store
 	opts options
@@ -125,7 +126,7 @@ func (d *Deduper) run(ctx context.Context, id, key string, token store.Token, fn
 	defer func() {
 		if !returned {
 			hb.halt()
-			d.log(ctx, slog.LevelError, "fn panicked; releasing the id", id)
+			d.log(ctx, slog.LevelError, "fn panicked (or called runtime.Goexit); releasing the id", id)
 			_ = d.release(ctx, id, key, token)
 		}
 	}()

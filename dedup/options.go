@@ -13,8 +13,8 @@ const (
 	// run.
 	DefaultLease = 30 * time.Second
 	// DefaultRetention is how long a processed id is remembered: 7 days,
-	// longer than Kafka's default log retention and Stripe's 3 days of
-	// webhook retries.
+	// as long as Kafka's default log retention and more than twice Stripe's
+	// 3 days of webhook retries.
 	DefaultRetention = 7 * 24 * time.Hour
 	// MinLease is the shortest lease New accepts.
 	MinLease = time.Millisecond
