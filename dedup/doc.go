@@ -46,7 +46,8 @@
 // When the effect is a write to the same SQL database that holds the ids,
 // ProcessTx (for stores implementing store.Transactor) records the id and
 // fn's writes in one transaction: both commit or neither does, with no lease
-// to lose. This is the seeds' processed_events pattern.
+// to lose. This is the processed_events pattern: the event id is inserted
+// under a unique key in the same transaction as the effect.
 //
 // # Choosing the retention
 //
