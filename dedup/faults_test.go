@@ -221,3 +221,30 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestStoreCallsPerDelivery: dedup adds no store round trip to the minimum:
+// a new id costs a Claim and a Complete, a duplicate one Claim, a failure a
+// Claim and a Release (with a lease long enough that no renewal is due).
+func TestStoreCallsPerDelivery(t *testing.T) {
+	subj := backends[0].new(t)
+	fs := newFaulty(subj.Store)
+	d := newDeduper(t, fs)
+	calls := func() map[string]int {
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		m := map[string]int{}
+		for k, v := range fs.calls {
+			if v > 0 {
+				m[k] = v
+			}
+		}
+		clear(fs.calls)
+		return m
+	}
+	_, _ = d.Process(t.Context(), "evt_calls", func(context.Context) error { return nil })
+	assert.Equal(t, map[string]int{"claim": 1, "complete": 1}, calls(), "new id")
+	_, _ = d.Process(t.Context(), "evt_calls", func(context.Context) error { return nil })
+	assert.Equal(t, map[string]int{"claim": 1}, calls(), "duplicate")
+	_, _ = d.Process(t.Context(), "evt_calls_fail", func(context.Context) error { return errors.New("x") })
+	assert.Equal(t, map[string]int{"claim": 1, "release": 1}, calls(), "failure")
+}
