@@ -34,6 +34,7 @@ func groups() []group {
 		{"Errors", errorCases},
 		{"Purger", purgerCases},
 		{"Transactor", transactorCases},
+		{"Model", modelCases},
 	}
 }
 
