@@ -26,14 +26,18 @@
 //
 // # Writes in one process
 //
-// SQLite lets one connection write at a time; writers that collide back off
-// and retry (busy_timeout), which wastes most of the time when many goroutines
-// write at once. A Store therefore lets one of its own writes run at a time and
-// queues the others in Go, so eight goroutines get about the throughput of one
-// instead of a fraction of it. A write that cannot start within the busy
-// timeout (5s by default) fails with an error, as SQLite's own busy timeout
-// does. Other processes, and other users of the same *sql.DB, still meet at
-// SQLite's write lock and its busy timeout.
+// SQLite lets one connection write at a time; connections that collide back
+// off and retry (busy_timeout), which wastes most of the time when many
+// goroutines write at once. A Store therefore queues its own writes in Go and
+// lets one writer run at a time. When writes queue up, the writer at the head
+// runs the whole queue in one transaction (group commit): every statement is
+// still one atomic statement, run in order, and every caller hears its result
+// only after the commit, so eight goroutines get the throughput of one or
+// more rather than a fraction of it. A lone write runs by itself, in autocommit, exactly as raw database/sql
+// would. A write gives up with a LockTimeoutError when no writer of the Store
+// has finished for the busy timeout (5s by default). Other processes, and
+// other users of the same *sql.DB, meet the Store at SQLite's write lock and
+// its busy timeout.
 //
 // # Transactions
 //

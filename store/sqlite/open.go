@@ -18,8 +18,9 @@ import (
 // Store that owns it: Close closes the database.
 //
 // path is a file name, ":memory:" for a private in-memory database (tests;
-// it lives as long as the Store and has a single connection), or a "file:"
-// URI whose query parameters are kept (for example "file:x.db?mode=ro").
+// it lives as long as the Store and has a single connection, so reads wait
+// while an InTx is open), or a "file:" URI whose query parameters are kept
+// (for example "file:x.db?mode=ro", which Open rejects as read-only).
 //
 // Every connection is set up with PRAGMA busy_timeout (WithBusyTimeout, 5s by
 // default), journal_mode=WAL (readers never wait for the writer; a process
@@ -159,8 +160,14 @@ func (s *Store) checkOpen(ctx context.Context, memory, wantWAL bool) error {
 	if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1`, s.table).Scan(&n); err != nil {
 		return err
 	}
-	if n > 0 {
-		return verifyTable(ctx, conn, s.table)
+	if n == 0 {
+		return nil // Migrate will create it
 	}
-	return nil
+	if err := verifyTable(ctx, conn, s.table); err != nil {
+		return err
+	}
+	if memory {
+		return nil // the only connection is conn; Migrate prepares
+	}
+	return s.prepareAll(ctx)
 }

@@ -42,25 +42,27 @@ func (r runner) stmt(ctx context.Context, id stmtID) (*sql.Stmt, error) {
 	if st := ps.p.Load(); st != nil {
 		return r.tx.StmtContext(ctx, st), nil
 	}
-	// Not prepared on the database yet. Prepare it in the transaction, whose
-	// connection may be the database's only one (":memory:").
+	// Not prepared on the database yet (Migrate and Open prepare them all).
+	// Prepare it in the transaction, whose connection may be the database's
+	// only one (":memory:"): correct, but prepared again on every call.
 	return r.tx.PrepareContext(ctx, ps.query)
 }
 
-// write runs a statement that writes.
-func (r runner) write(ctx context.Context, id stmtID, args ...any) (sql.Result, error) {
+// write runs a statement that writes and returns how many rows it changed:
+// through the Store's queue of writes (see batch.go), or in the transaction.
+func (r runner) write(ctx context.Context, id stmtID, args ...any) (int64, error) {
 	if r.tx == nil {
-		unlock, err := r.s.lock(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer unlock()
+		return r.s.submit(ctx, id, args)
 	}
 	st, err := r.stmt(ctx, id)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	return st.ExecContext(ctx, args...)
+	res, err := st.ExecContext(ctx, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // row runs a statement that reads one row.
@@ -89,11 +91,7 @@ func (r runner) claim(ctx context.Context, key, fingerprint string, token store.
 	for range maxClaimAttempts {
 		now := micros(r.s.now())
 		until := now + durMicros(lease)
-		res, err := r.write(ctx, stmtClaim, key, fingerprint, string(token), until, now)
-		if err != nil {
-			return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
-		}
-		n, err := res.RowsAffected()
+		n, err := r.write(ctx, stmtClaim, key, fingerprint, string(token), until, now)
 		if err != nil {
 			return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
 		}
@@ -158,11 +156,7 @@ func (r runner) complete(ctx context.Context, key string, token store.Token, res
 		response = []byte{}
 	}
 	now := micros(r.s.now())
-	res, err := r.write(ctx, stmtComplete, key, string(token), response, now+durMicros(retention), now)
-	if err != nil {
-		return fmt.Errorf("sqlite: complete: %w", err)
-	}
-	n, err := res.RowsAffected()
+	n, err := r.write(ctx, stmtComplete, key, string(token), response, now+durMicros(retention), now)
 	if err != nil {
 		return fmt.Errorf("sqlite: complete: %w", err)
 	}
@@ -263,15 +257,14 @@ func (r runner) purge(ctx context.Context) (int64, error) {
 		if err := ctx.Err(); err != nil {
 			return total, fmt.Errorf("sqlite: purge: %w", err)
 		}
-		res, err := r.write(ctx, stmtPurge, micros(r.s.now()), r.s.batch)
-		if err != nil {
-			return total, fmt.Errorf("sqlite: purge: %w", err)
-		}
-		n, err := res.RowsAffected()
+		n, err := r.write(ctx, stmtPurge, micros(r.s.now()), r.s.batch)
 		if err != nil {
 			return total, fmt.Errorf("sqlite: purge: %w", err)
 		}
 		total += n
+		if r.s.onPurgeBatch != nil {
+			r.s.onPurgeBatch(n)
+		}
 		if n < int64(r.s.batch) {
 			return total, nil
 		}

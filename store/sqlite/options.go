@@ -55,10 +55,11 @@ func WithClock(now func() time.Time) Option {
 }
 
 // WithBusyTimeout sets how long a write waits for the write lock before it
-// fails (default DefaultBusyTimeout). It bounds the wait for the Store's own
-// queue of writes in both Open and New; with Open it is also the connection's
-// PRAGMA busy_timeout, the wait for other processes. With New, set busy_timeout
-// in the DSN of your *sql.DB as well.
+// fails (default DefaultBusyTimeout). In the Store's own queue of writes (Open
+// and New) a write fails with a LockTimeoutError once no other write has
+// finished for that long; with Open it is also every connection's PRAGMA
+// busy_timeout, the wait for other processes. With New, set busy_timeout in
+// the DSN of your *sql.DB as well.
 func WithBusyTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {
@@ -82,8 +83,9 @@ func WithPurgeBatch(n int) Option {
 // modernc.org/sqlite's "_pragma" form: WithPragma("synchronous(FULL)") makes
 // every commit reach the disk before it returns (survives a power loss, not
 // only a process crash), WithPragma("foreign_keys(1)") turns on foreign keys.
-// The pragmas run after Open's own, so they can override them. New ignores
-// it: configure the *sql.DB you pass.
+// A pragma of the same name as one of Open's (busy_timeout, journal_mode,
+// synchronous) replaces it. New ignores WithPragma: configure the *sql.DB you
+// pass.
 func WithPragma(pragma string) Option {
 	return func(o *options) { o.pragmas = append(o.pragmas, pragma) }
 }

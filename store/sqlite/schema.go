@@ -25,8 +25,11 @@ func Schema(table string) string {
 	if table == "" {
 		table = DefaultTable
 	}
-	t := quoteIdent(table)
-	return `CREATE TABLE IF NOT EXISTS ` + t + ` (
+	return tableSQL(table) + ";\n" + indexSQL(table) + ";\n"
+}
+
+func tableSQL(table string) string {
+	return `CREATE TABLE IF NOT EXISTS ` + quoteIdent(table) + ` (
 	key          TEXT    NOT NULL PRIMARY KEY,
 	fingerprint  TEXT    NOT NULL,
 	token        TEXT    NOT NULL,
@@ -34,9 +37,11 @@ func Schema(table string) string {
 	response     BLOB,
 	locked_until INTEGER NOT NULL,
 	expires_at   INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS ` + quoteIdent(table+"_expires_at") + ` ON ` + t + ` (expires_at);
-`
+)`
+}
+
+func indexSQL(table string) string {
+	return `CREATE INDEX IF NOT EXISTS ` + quoteIdent(table+"_expires_at") + ` ON ` + quoteIdent(table) + ` (expires_at)`
 }
 
 // quoteIdent quotes name as one SQL identifier.
@@ -69,7 +74,8 @@ var wantColumns = []struct{ name, affinity string }{
 // then checks that the table has the columns the Store needs and that key is
 // its primary key, so a table of the same name made for something else fails
 // here with a clear error instead of at the first Claim. Running it again, or
-// from several processes at once, is harmless.
+// from several processes at once, is harmless. It also prepares the Store's
+// statements, so call it even when your own migrations made the table.
 func (s *Store) Migrate(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sqlite: migrate: %w", err)
@@ -79,23 +85,21 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return fmt.Errorf("sqlite: migrate: %w", err)
 	}
 	defer unlock()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
+	// Statement by statement, each its own transaction: both creations are
+	// IF NOT EXISTS, and a single statement waits for the write lock under
+	// busy_timeout however the pool begins its transactions.
+	if _, err := s.db.ExecContext(ctx, tableSQL(s.table)); err != nil {
 		return fmt.Errorf("sqlite: migrate: %w", err)
 	}
-	defer tx.Rollback() //nolint:errcheck // no-op after Commit
-	for stmt := range strings.SplitSeq(Schema(s.table), ";\n") {
-		if strings.TrimSpace(stmt) == "" {
-			continue
-		}
-		if _, err := tx.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("sqlite: migrate: %w", err)
-		}
-	}
-	if err := verifyTable(ctx, tx, s.table); err != nil {
+	// Check the table before indexing it: a table of the wrong shape is
+	// reported as such, not as a failed CREATE INDEX.
+	if err := verifyTable(ctx, s.db, s.table); err != nil {
 		return fmt.Errorf("sqlite: migrate: %w", err)
 	}
-	if err := tx.Commit(); err != nil {
+	if _, err := s.db.ExecContext(ctx, indexSQL(s.table)); err != nil {
+		return fmt.Errorf("sqlite: migrate: %w", err)
+	}
+	if err := s.prepareAll(ctx); err != nil {
 		return fmt.Errorf("sqlite: migrate: %w", err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemkit/idemkit/store"
@@ -19,8 +20,8 @@ var (
 
 // Store is a store.Store, store.Purger and store.Transactor on a SQLite
 // database. It is safe for concurrent use. Make one with Open or New, call
-// Migrate once (or create the table from Schema yourself), and Close it when
-// done.
+// Migrate (harmless when your own migrations already made the table from
+// Schema), and Close it when done.
 type Store struct {
 	db        *sql.DB
 	owned     bool // made by Open: Close closes db
@@ -30,10 +31,21 @@ type Store struct {
 	wait      time.Duration
 	batch     int
 
-	// gate admits one of this Store's writes at a time (see the package doc).
-	gate chan struct{}
+	// gate admits one writer at a time: the leader of the write queue, an
+	// InTx, or Migrate (see the package doc and batch.go).
+	gate  chan struct{}
+	queue writeQueue
+	// epoch and lastProgress (nanoseconds since epoch, on the monotonic
+	// clock) tell when a writer last finished.
+	epoch        time.Time
+	lastProgress atomic.Int64
 	// onWait, when set (by tests), is called when a write finds the gate taken.
 	onWait func()
+	// onGroup, when set (by tests), is called after a group of writes ran
+	// in one transaction, with its size and whether it committed.
+	onGroup func(size int, committed bool)
+	// onPurgeBatch, when set (by tests), is called after each Purge statement.
+	onPurgeBatch func(n int64)
 
 	stmts     [numStmts]preparedStmt
 	closeOnce sync.Once
@@ -41,17 +53,19 @@ type Store struct {
 }
 
 // New returns a Store on db, a database opened with a SQLite driver
-// (modernc.org/sqlite, or another registered for SQLite). New does not touch
-// the database; call Migrate to create the table.
+// (modernc.org/sqlite, or another registered for SQLite 3.24 or later). New
+// does not touch the database; call Migrate to create the table and prepare
+// the statements.
 //
 // New cannot choose how db opens its connections, so configure them in its
 // DSN: WAL (journal_mode(WAL)) lets readers run beside the writer, and a busy
-// timeout (busy_timeout(5000)) makes writers from other processes wait for
-// each other instead of failing with SQLITE_BUSY. InTx starts every
-// transaction with a write to the Store's table, so it holds SQLite's write
-// lock from its first statement even when db begins transactions DEFERRED;
-// it therefore never fails with SQLITE_BUSY when the caller's statements read
-// before they write. Close does not close db.
+// timeout (busy_timeout(5000)) makes writers of other processes, or other
+// users of db, wait for the write lock instead of failing at once with
+// SQLITE_BUSY. Every transaction the Store begins on db starts with a write to
+// its table, so it holds the write lock from its first statement even when db
+// begins transactions DEFERRED: a transaction that reads before it writes
+// cannot fail with SQLITE_BUSY halfway (which busy_timeout does not cure).
+// Close does not close db.
 func New(db *sql.DB, opts ...Option) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("sqlite: new: nil *sql.DB")
@@ -74,6 +88,7 @@ func newStore(db *sql.DB, o options) (*Store, error) {
 		wait:  o.busyTimeout,
 		batch: o.purgeBatch,
 		gate:  make(chan struct{}, 1),
+		epoch: time.Now(),
 	}
 	for i := range s.stmts {
 		s.stmts[i].query = buildQuery(stmtID(i), quoteIdent(o.table))
@@ -112,8 +127,9 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
-// lock waits for the Store's write gate, for at most the busy timeout, and
-// returns the function that opens it again.
+// lock waits for the Store's write gate, as long as other writers keep
+// finishing and at most the busy timeout after the last one did, and returns
+// the function that opens it again.
 func (s *Store) lock(ctx context.Context) (func(), error) {
 	select {
 	case s.gate <- struct{}{}:
@@ -125,28 +141,37 @@ func (s *Store) lock(ctx context.Context) (func(), error) {
 	}
 	t := time.NewTimer(s.wait)
 	defer t.Stop()
-	select {
-	case s.gate <- struct{}{}:
-		return s.unlock, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for the write lock: %w", ctx.Err())
-	case <-t.C:
-		return nil, &LockTimeoutError{Wait: s.wait}
+	for {
+		select {
+		case s.gate <- struct{}{}:
+			return s.unlock, nil
+		case <-ctx.Done():
+			return nil, errWaiting(ctx.Err())
+		case <-t.C:
+			if d := s.sinceProgress(); d < s.wait {
+				t.Reset(s.wait - d)
+				continue
+			}
+			return nil, &LockTimeoutError{Wait: s.wait}
+		}
 	}
 }
 
-func (s *Store) unlock() { <-s.gate }
+func (s *Store) unlock() {
+	s.progressed()
+	<-s.gate
+}
 
-// LockTimeoutError reports that a write waited longer than the busy timeout
-// for another write of the same Store to finish: usually a long InTx, or a
-// call made inside InTx's fn with a context that does not carry its
-// transaction (use the Store and the context passed to fn).
+// LockTimeoutError reports that a write of a Store waited for the busy
+// timeout without any other write of that Store finishing: usually an InTx
+// that runs too long, or a call made inside InTx's fn with a context that
+// does not carry its transaction (use the Store and the context passed to fn).
 type LockTimeoutError struct {
 	Wait time.Duration
 }
 
 func (e *LockTimeoutError) Error() string {
-	return fmt.Sprintf("waited %v for the write lock held by another write of this store", e.Wait)
+	return fmt.Sprintf("waited %v for the write lock, held all that time by another writer of this store", e.Wait)
 }
 
 // micros converts t to the stored form.

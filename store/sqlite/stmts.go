@@ -114,3 +114,14 @@ func (ps *preparedStmt) close() error {
 	}
 	return nil
 }
+
+// prepareAll prepares every statement on the database, so that transactions
+// find them ready (see runner.stmt). It needs the table.
+func (s *Store) prepareAll(ctx context.Context) error {
+	for i := range s.stmts {
+		if _, err := s.stmts[i].get(ctx, s.db); err != nil {
+			return err
+		}
+	}
+	return nil
+}
