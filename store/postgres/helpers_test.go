@@ -4,15 +4,26 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idemkit/internal/leakcheck"
 	"github.com/idemkit/idemkit/internal/testenv"
+)
+
+// The connections callers bring all satisfy DB.
+var (
+	_ DB = (*pgxpool.Pool)(nil)
+	_ DB = (*pgxpool.Conn)(nil)
+	_ DB = (*pgx.Conn)(nil)
+	_ DB = pgx.Tx(nil)
 )
 
 var shared struct {
@@ -21,10 +32,25 @@ var shared struct {
 	err  error
 }
 
+// cleanups run after all tests and benchmarks, before the pool closes.
+var cleanups []func()
+
+// TestMain runs the tests, drops the benchmark table, closes the shared
+// pool, then fails the run if goroutines were left behind (as
+// leakcheck.Main does, which cannot run cleanup before its check).
 func TestMain(m *testing.M) {
 	code := m.Run()
+	for _, f := range cleanups {
+		f()
+	}
 	if shared.pool != nil {
 		shared.pool.Close()
+	}
+	if code == 0 {
+		if leaked := leakcheck.Wait(5 * time.Second); leaked != "" {
+			fmt.Fprintf(os.Stderr, "leakcheck: goroutines still running after the tests:\n\n%s\n", leaked)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }

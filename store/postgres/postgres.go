@@ -13,8 +13,10 @@ import (
 	"github.com/idemkit/idemkit/store"
 )
 
-// DB is what a Store needs from its connection: *pgxpool.Pool, *pgx.Conn and
-// pgx.Tx all satisfy it, so callers bring their own pool and settings.
+// DB is what a Store needs from its connection: *pgxpool.Pool,
+// *pgxpool.Conn, *pgx.Conn and pgx.Tx all satisfy it, so callers bring their
+// own pool and settings. Statements go through pgx's default statement cache
+// (each is prepared once per connection).
 // A *pgx.Conn or a pgx.Tx is not safe for concurrent use, and neither is a
 // Store built on one.
 type DB interface {
@@ -37,6 +39,11 @@ const maxTableLen = 63 - len(indexSuffix)
 
 // Store is a store.Store, store.Purger and store.Transactor on a PostgreSQL
 // table. It is safe for concurrent use when its DB is (a *pgxpool.Pool).
+//
+// When a method's context carries a transaction begun by InTx (see TxFrom),
+// the method runs in that transaction instead of on the Store's DB, so code
+// inside InTx may use any Store value without waiting for the locks its own
+// transaction holds.
 type Store struct {
 	db    DB
 	opts  options

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/store"
@@ -150,4 +151,58 @@ SELECT 'k' || i, '', 't', 2, '\x00', clock_timestamp() + (i %% 1000 - 5) * inter
 	n, err := s.Purge(ctx)
 	require.NoError(t, err)
 	require.Positive(t, n)
+}
+
+// TestStatementsUsePrimaryKey guards against ENGINE-NOTES' trap: with the
+// generic plan forced (what a long-lived prepared statement ends up with),
+// every key statement reads the primary key on a large analyzed table.
+func TestStatementsUsePrimaryKey(t *testing.T) {
+	ctx := context.Background()
+	pool := testPool(t)
+	s := newTestStore(t, pool)
+	_, err := pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (key, fingerprint, token, status, response, expires_at)
+SELECT 'k' || i, '', 't', 2, '\x00', clock_timestamp() + interval '1 hour' FROM generate_series(1, 20000) i`, s.Table()))
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "ANALYZE "+s.Table())
+	require.NoError(t, err)
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer func() {
+		_, err := conn.Exec(context.Background(), "RESET plan_cache_mode")
+		assert.NoError(t, err)
+		conn.Release()
+	}()
+	_, err = conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
+	require.NoError(t, err)
+	for name, c := range map[string]struct {
+		sql  string
+		args string
+	}{
+		"claim":    {s.sql.claim, `('k1', '', 't', '1 minute')`},
+		"reread":   {s.sql.reread, `('k1')`},
+		"takeover": {s.sql.takeover, `('k1', '', 't', '1 minute', 't')`},
+		"renew":    {s.sql.renew, `('k1', 't', '1 minute')`},
+		"complete": {s.sql.complete, `('k1', 't', '\x00', '1 minute')`},
+		"release":  {s.sql.release, `('k1', 't')`},
+		"get":      {s.sql.get, `('k1')`},
+	} {
+		stmt := "idemkit_plan_" + name
+		_, err := conn.Conn().Prepare(ctx, stmt, c.sql)
+		require.NoError(t, err, name)
+		tx, err := conn.Begin(ctx) // EXPLAIN ANALYZE would run it: plain EXPLAIN, rolled back anyway
+		require.NoError(t, err)
+		rows, err := tx.Query(ctx, "EXPLAIN EXECUTE "+stmt+c.args)
+		require.NoError(t, err, name)
+		var plan strings.Builder
+		for rows.Next() {
+			var line string
+			require.NoError(t, rows.Scan(&line))
+			plan.WriteString(line + "\n")
+		}
+		require.NoError(t, rows.Err())
+		require.NoError(t, tx.Rollback(ctx))
+		require.Contains(t, plan.String(), "_pkey", "%s plan:\n%s", name, plan.String())
+		require.NotContains(t, plan.String(), "Seq Scan", "%s plan:\n%s", name, plan.String())
+		require.NoError(t, conn.Conn().Deallocate(ctx, stmt))
+	}
 }

@@ -1,0 +1,224 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemkit/idemkit/internal/testenv"
+	"github.com/idemkit/idemkit/store"
+)
+
+// benchRows is how many completed records the benchmark table holds before
+// the benchmarks start (vacuumed and analyzed, so plans use the primary key
+// as they would on a production table, not the sequential scan of a fresh
+// empty table).
+const benchRows = 200_000
+
+var bench struct {
+	once sync.Once
+	s    *Store
+	err  error
+	run  atomic.Int64 // makes the keys of each benchmark run unique
+}
+
+// benchStore returns a Store on a preloaded table shared by all benchmarks
+// of this process, dropped by TestMain's cleanup, on a pool of 16
+// connections. With IDEMKIT_BENCH_SYNC_COMMIT=off its sessions commit
+// without waiting for the WAL flush, which takes the disk out of the
+// figures and leaves the cost of the statements and of the Go code.
+func benchStore(b *testing.B) *Store {
+	b.Helper()
+	url := testenv.PostgresURL(b)
+	bench.once.Do(func() {
+		ctx := context.Background()
+		cfg, err := pgxpool.ParseConfig(url)
+		if err != nil {
+			bench.err = err
+			return
+		}
+		cfg.MaxConns = 16
+		if v := os.Getenv("IDEMKIT_BENCH_SYNC_COMMIT"); v != "" {
+			cfg.ConnConfig.RuntimeParams["synchronous_commit"] = v
+		}
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			bench.err = err
+			return
+		}
+		cleanups = append(cleanups, pool.Close) // runs after the DROP below
+		s, err := New(pool, WithTable(uniqueName("idemkit_pg_bench_")))
+		if err == nil {
+			err = s.Migrate(ctx)
+		}
+		if err == nil {
+			cleanups = append([]func(){func() {
+				_, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+s.Table())
+			}}, cleanups...)
+			_, err = pool.Exec(ctx, `INSERT INTO `+s.Table()+` (key, fingerprint, token, status, response, expires_at)
+SELECT 'pre-' || i, 'fp', 'tok-' || i, 2, convert_to('{"id":' || i || '}', 'UTF8'), clock_timestamp() + interval '1 day'
+FROM generate_series(0, $1 - 1) i`, benchRows)
+		}
+		if err == nil {
+			// VACUUM sets the rows' hint bits, which the first reader of
+			// each freshly inserted row would otherwise pay for.
+			_, err = pool.Exec(ctx, "VACUUM (ANALYZE) "+s.Table())
+		}
+		bench.s, bench.err = s, err
+	})
+	if bench.err != nil {
+		b.Fatal(bench.err)
+	}
+	return bench.s
+}
+
+// runWorkers runs op b.N times spread over exactly workers goroutines and
+// reports the throughput as ops/s.
+func runWorkers(b *testing.B, workers int, op func(i int) error) {
+	b.Helper()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= b.N {
+					return
+				}
+				if err := op(i); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "ops/s")
+}
+
+var benchWorkers = []int{1, 16}
+
+// BenchmarkPostgres measures the Store; BenchmarkRaw runs the very same
+// statements with pgx directly on the same pool and table, for comparison.
+// Compare them from one run:
+//
+//	go test -run '^$' -bench 'Postgres|Raw' -benchtime 2000x -count 3 ./store/postgres/
+func BenchmarkPostgres(b *testing.B) {
+	ctx := context.Background()
+	for _, w := range benchWorkers {
+		b.Run(fmt.Sprintf("ClaimComplete/workers=%d", w), func(b *testing.B) {
+			s := benchStore(b)
+			prefix := "new-" + strconv.FormatInt(bench.run.Add(1), 10) + "-"
+			resp := []byte(`{"id":42}`)
+			runWorkers(b, w, func(i int) error {
+				key, tok := prefix+strconv.Itoa(i), store.NewToken()
+				c, err := s.Claim(ctx, key, "fp", tok, time.Minute)
+				if err != nil {
+					return err
+				}
+				if c.Outcome != store.Acquired {
+					return fmt.Errorf("claim %s: %v", key, c.Outcome)
+				}
+				return s.Complete(ctx, key, tok, resp, time.Hour)
+			})
+		})
+		b.Run(fmt.Sprintf("Replay/workers=%d", w), func(b *testing.B) {
+			s := benchStore(b)
+			runWorkers(b, w, func(i int) error {
+				c, err := s.Claim(ctx, "pre-"+strconv.Itoa(i%benchRows), "fp", store.NewToken(), time.Minute)
+				if err != nil {
+					return err
+				}
+				if c.Outcome != store.Completed {
+					return fmt.Errorf("replay: %v", c.Outcome)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+func BenchmarkRaw(b *testing.B) {
+	ctx := context.Background()
+	// rawClaim runs the Store's claim statement and scans its row, as Claim does.
+	rawClaim := func(s *Store, key string, tok store.Token) (inserted bool, err error) {
+		var (
+			fp, token string
+			status    int16
+			response  []byte
+			expires   time.Time
+			now       time.Time
+		)
+		err = s.db.QueryRow(ctx, s.sql.claim, key, "fp", string(tok), interval(time.Minute)).
+			Scan(&fp, &token, &status, &response, &expires, &inserted, &now)
+		return inserted, err
+	}
+	for _, w := range benchWorkers {
+		b.Run(fmt.Sprintf("ClaimComplete/workers=%d", w), func(b *testing.B) {
+			s := benchStore(b)
+			prefix := "raw-" + strconv.FormatInt(bench.run.Add(1), 10) + "-"
+			resp := []byte(`{"id":42}`)
+			retention := interval(time.Hour)
+			runWorkers(b, w, func(i int) error {
+				key, tok := prefix+strconv.Itoa(i), store.NewToken()
+				inserted, err := rawClaim(s, key, tok)
+				if err != nil {
+					return err
+				}
+				if !inserted {
+					return fmt.Errorf("raw claim %s: not inserted", key)
+				}
+				tag, err := s.db.Exec(ctx, s.sql.complete, key, string(tok), resp, retention)
+				if err == nil && tag.RowsAffected() != 1 {
+					err = fmt.Errorf("raw complete %s: %d rows", key, tag.RowsAffected())
+				}
+				return err
+			})
+		})
+		b.Run(fmt.Sprintf("Replay/workers=%d", w), func(b *testing.B) {
+			s := benchStore(b)
+			runWorkers(b, w, func(i int) error {
+				inserted, err := rawClaim(s, "pre-"+strconv.Itoa(i%benchRows), store.NewToken())
+				if err == nil && inserted {
+					err = fmt.Errorf("raw replay inserted")
+				}
+				return err
+			})
+		})
+		// The one-statement claim other libraries use: a replay through
+		// ON CONFLICT DO UPDATE, which writes a row version (and WAL, and a
+		// commit flush) every time. For the replay ratio, not a target.
+		b.Run(fmt.Sprintf("ReplayDoUpdate/workers=%d", w), func(b *testing.B) {
+			s := benchStore(b)
+			q := `INSERT INTO ` + s.Table() + ` AS t (key, fingerprint, token, status, expires_at)
+VALUES ($1, $2, $3, 1, clock_timestamp() + $4::interval)
+ON CONFLICT (key) DO UPDATE SET token = CASE WHEN t.expires_at <= clock_timestamp() THEN EXCLUDED.token ELSE t.token END
+RETURNING t.fingerprint, t.token, t.status, t.response, t.expires_at`
+			var iv pgtype.Interval = interval(time.Minute)
+			runWorkers(b, w, func(i int) error {
+				var (
+					fp, token string
+					status    int16
+					response  []byte
+					expires   time.Time
+				)
+				return s.db.QueryRow(ctx, q, "pre-"+strconv.Itoa(i%benchRows), "fp", string(store.NewToken()), iv).
+					Scan(&fp, &token, &status, &response, &expires)
+			})
+		})
+	}
+}
