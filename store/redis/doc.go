@@ -5,6 +5,7 @@
 // Sentinel-managed failover client, a Redis Cluster or a Ring. Each record is
 // one Redis string under one key (prefix + key), and every operation touches
 // only that key, so every operation runs on one node and in one slot.
+// Every command it sends is safe for go-redis to retry after a lost reply.
 //
 //	s := redis.New(client, redis.WithPrefix("payments:idem:"))
 //	c, err := s.Claim(ctx, key, fingerprint, store.NewToken(), 30*time.Second)
@@ -43,6 +44,21 @@
 // Store reads maxmemory-policy (every master of a Cluster) and logs a warning
 // with log/slog unless it is noeviction; CheckEviction does the same on
 // demand.
+//
+// # Replication
+//
+// Redis replicates asynchronously. If a master fails after acknowledging a
+// Claim or a Complete and before a replica received it, the promoted replica
+// has never seen that write: a retry can then claim the key again and the
+// work runs twice. Where a failover must never repeat work, keep the keys in
+// PostgreSQL instead.
+//
+// # Cancellation
+//
+// Every call checks its context first. For a call already waiting on Redis
+// to end with its context, create the client with ContextTimeoutEnabled;
+// otherwise go-redis waits up to its ReadTimeout. Either way the error of a
+// call whose context ended matches the context's error.
 //
 // # Stored value
 //

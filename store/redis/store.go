@@ -287,7 +287,13 @@ func (s *Store) fail(ctx context.Context, op string, err error) error {
 	if errors.Is(err, goredis.Nil) {
 		err = errors.New("unexpected nil reply")
 	}
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+	cerr := ctx.Err()
+	if dl, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(dl) {
+		// The client's read deadline (ContextTimeoutEnabled) can fire a
+		// moment before the context's own timer marks it done.
+		cerr = context.DeadlineExceeded
+	}
+	if cerr != nil && !errors.Is(err, cerr) {
 		return fmt.Errorf("redis: %s: %w (%w)", op, err, cerr)
 	}
 	return fmt.Errorf("redis: %s: %w", op, err)

@@ -1,0 +1,164 @@
+package redis
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+func TestCodecRoundTrip(t *testing.T) {
+	at := time.Date(2026, 11, 30, 1, 2, 3, 4_000_000, time.UTC).UnixMilli()
+	tok := store.NewToken()
+	cases := []struct {
+		name     string
+		status   byte
+		token    store.Token
+		fp       string
+		at       int64
+		response []byte
+	}{
+		{"in progress", statusInProgress, tok, "fp", at, nil},
+		{"in progress, empty fingerprint", statusInProgress, tok, "", at, nil},
+		{"in progress, longest token and fingerprint", statusInProgress,
+			store.Token(strings.Repeat("t", store.MaxTokenLen)), strings.Repeat("é", store.MaxFingerprintLen/2), at, nil},
+		{"completed", statusCompleted, tok, "fp", at, []byte(`{"id":1}`)},
+		{"completed, empty response", statusCompleted, tok, "fp", at, nil},
+		{"completed, binary response", statusCompleted, tok, "fp", at, []byte{0, 1, 0xff, 0}},
+		{"time before 1970", statusCompleted, tok, "fp", -1, []byte("r")},
+		{"zero time.Time", statusInProgress, tok, "fp", time.Time{}.UnixMilli(), nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := encode(c.status, c.token, c.fp, c.at, c.response)
+			assert.Len(t, v, headerSize+len(c.token)+len(c.fp)+len(c.response), "encoded size")
+			r, err := decode("key", v)
+			require.NoError(t, err)
+			assert.Equal(t, "key", r.Key)
+			assert.Equal(t, c.token, r.Token)
+			assert.Equal(t, c.fp, r.Fingerprint)
+			assert.Equal(t, c.at, r.ExpiresAt.UnixMilli())
+			if c.status == statusInProgress {
+				assert.Equal(t, store.StatusInProgress, r.Status)
+				assert.True(t, r.LockedUntil.Equal(r.ExpiresAt), "LockedUntil %v != ExpiresAt %v", r.LockedUntil, r.ExpiresAt)
+				assert.Nil(t, r.Response)
+			} else {
+				assert.Equal(t, store.StatusCompleted, r.Status)
+				assert.True(t, r.LockedUntil.IsZero())
+				assert.True(t, bytes.Equal(c.response, r.Response), "response %q, want %q", r.Response, c.response)
+			}
+		})
+	}
+}
+
+func TestCodecTimeField(t *testing.T) {
+	v := encode(statusInProgress, "tok", "fp", 0x0102030405060708, nil)
+	assert.Equal(t, encodeTime(0x0102030405060708), v[offTime:offTime+8])
+	assert.Equal(t, "\x01\x02\x03\x04\x05\x06\x07\x08", encodeTime(0x0102030405060708))
+}
+
+func TestDecodeRejects(t *testing.T) {
+	valid := encode(statusCompleted, "tok", "fp", 1, []byte("resp"))
+	set := func(i int, b byte) string { s := []byte(valid); s[i] = b; return string(s) }
+	cases := map[string]string{
+		"empty":                        "",
+		"plain text":                   "hello, world",
+		"JSON":                         `{"status":"completed","token":"x"}`,
+		"header only, cut":             valid[:headerSize-1],
+		"version 0":                    set(0, 0),
+		"version 2":                    set(0, 2),
+		"status 0":                     set(offStatus, 0),
+		"status 3":                     set(offStatus, 3),
+		"empty token":                  set(offTokLen, 0),
+		"token longer than the value":  set(offTokLen, 200),
+		"fingerprint over the limit":   set(offFPLen, 0xff),
+		"fingerprint past the end":     set(offFPLen+1, 0x40),
+		"in progress with a response":  set(offStatus, statusInProgress),
+		"token not UTF-8":              set(headerSize, 0xff),
+		"token with NUL":               set(headerSize, 0),
+		"fingerprint not UTF-8":        set(headerSize+3, 0xc3),
+		"cut inside the fingerprint":   valid[:headerSize+4],
+		"token over MaxTokenLen":       encode(statusInProgress, store.Token(strings.Repeat("t", 129)), "", 1, nil),
+		"fingerprint over the maximum": encode(statusInProgress, "t", strings.Repeat("f", store.MaxFingerprintLen+1), 1, nil),
+	}
+	for name, v := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := decode("key", v)
+			require.Error(t, err)
+			assert.True(t, errors.Is(err, errCorrupt), "error %v does not wrap errCorrupt", err)
+			for _, s := range []error{store.ErrNotFound, store.ErrLeaseLost, store.ErrInvalid} {
+				assert.False(t, errors.Is(err, s), "error %v matches %v", err, s)
+			}
+		})
+	}
+}
+
+func TestMillis(t *testing.T) {
+	for d, want := range map[time.Duration]int64{
+		time.Nanosecond:                         1,
+		time.Microsecond:                        1,
+		time.Millisecond:                        1,
+		time.Millisecond + 1:                    2,
+		1500 * time.Microsecond:                 2,
+		time.Second:                             1000,
+		time.Duration(1<<63 - 1):                9223372036855,
+		time.Duration(1<<63-1) / 1e6 * 1e6:      9223372036854,
+		30*time.Second + 999999*time.Nanosecond: 30001,
+	} {
+		assert.Equal(t, want, millis(d), "millis(%v)", d)
+	}
+}
+
+// FuzzDecode feeds the decoder arbitrary bytes. It must never panic, and
+// whatever it accepts must be a record that encodes back to the very same
+// bytes (the encoding is canonical) and obeys the store's limits.
+// Seeds: the f.Add calls below and testdata/fuzz/FuzzDecode.
+func FuzzDecode(f *testing.F) {
+	tok := store.Token("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+	f.Add([]byte(encode(statusInProgress, tok, "fp", 1_764_464_523_004, nil)))
+	f.Add([]byte(encode(statusInProgress, tok, "", 0, nil)))
+	f.Add([]byte(encode(statusCompleted, tok, "sha256:abc", 1_764_464_523_004, []byte(`{"id":1}`))))
+	f.Add([]byte(encode(statusCompleted, "t", "é", -5, []byte{0, 0xff})))
+	f.Add([]byte{})
+	f.Add([]byte{1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte("not an idemkit record at all"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := decode("k", string(b))
+		if err != nil {
+			if !errors.Is(err, errCorrupt) {
+				t.Fatalf("decode error %v does not wrap errCorrupt", err)
+			}
+			return
+		}
+		if r.Key != "k" {
+			t.Fatalf("Key = %q", r.Key)
+		}
+		if err := store.CheckClaim("k", r.Fingerprint, r.Token, time.Second); err != nil {
+			t.Fatalf("decoded a record the store would refuse: %v", err)
+		}
+		var status byte
+		switch r.Status {
+		case store.StatusInProgress:
+			status = statusInProgress
+			if !r.LockedUntil.Equal(r.ExpiresAt) || r.Response != nil {
+				t.Fatalf("in progress: %+v", r)
+			}
+		case store.StatusCompleted:
+			status = statusCompleted
+			if !r.LockedUntil.IsZero() || r.Response == nil {
+				t.Fatalf("completed: %+v", r)
+			}
+		default:
+			t.Fatalf("status %v", r.Status)
+		}
+		if again := encode(status, r.Token, r.Fingerprint, r.ExpiresAt.UnixMilli(), r.Response); again != string(b) {
+			t.Fatalf("decode then encode changed the value:\n got %q\nwant %q", again, b)
+		}
+	})
+}
