@@ -60,7 +60,7 @@ func leaseFor(subj storetest.Subject) time.Duration {
 	if subj.Clock != nil {
 		return 30 * time.Second
 	}
-	return 600 * time.Millisecond
+	return time.Second
 }
 
 // advance moves the store's time forward by d: instantly on a manual clock,
