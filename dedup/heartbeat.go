@@ -56,7 +56,10 @@ func (hb *heartbeat) beat() {
 		return
 	}
 	d := hb.d
-	c, err := d.s.Claim(hb.ctx, hb.key, fingerprint, hb.token, d.opts.lease)
+	// A renewal slower than the interval is of no use, and halt waits for it.
+	ctx, cancel := context.WithTimeout(hb.ctx, hb.interval)
+	defer cancel()
+	c, err := d.s.Claim(ctx, hb.key, fingerprint, hb.token, d.opts.lease)
 	switch {
 	case err != nil:
 		// Try again at the next tick: one failed renewal leaves half a lease
