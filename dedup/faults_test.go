@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -247,4 +248,40 @@ func TestStoreCallsPerDelivery(t *testing.T) {
 	assert.Equal(t, map[string]int{"claim": 1}, calls(), "duplicate")
 	_, _ = d.Process(t.Context(), "evt_calls_fail", func(context.Context) error { return errors.New("x") })
 	assert.Equal(t, map[string]int{"claim": 1, "release": 1}, calls(), "failure")
+}
+
+// hangingStore blocks a Claim until its context ends while hang is set,
+// as a store behind a dead connection would.
+type hangingStore struct {
+	store.Store
+	hang atomic.Bool
+}
+
+func (h *hangingStore) Claim(ctx context.Context, key, fp string, t store.Token, lease time.Duration) (store.Claim, error) {
+	if h.hang.Load() {
+		<-ctx.Done()
+		return store.Claim{}, fmt.Errorf("hanging: claim: %w", ctx.Err())
+	}
+	return h.Store.Claim(ctx, key, fp, t, lease)
+}
+
+// TestRenewalHangs: a renewal that hangs is abandoned after the renewal
+// interval (lease/2), so it neither blocks Process nor outlives it.
+func TestRenewalHangs(t *testing.T) {
+	subj := backends[0].new(t)
+	hs := &hangingStore{Store: subj.Store}
+	tk := newManualTicker()
+	beats, hook := beatRecorder()
+	const lease = 200 * time.Millisecond
+	d := newDeduper(t, hs, dedup.WithLease(lease), dedup.WithTimer(tk.new), hook)
+	out, err := d.Process(t.Context(), "evt_renewal_hangs", func(ctx context.Context) error {
+		hs.hang.Store(true)
+		tk.tick(t)
+		b := recv(t, beats)
+		assert.ErrorIs(t, b.err, context.DeadlineExceeded, "the renewal gave up after lease/2")
+		hs.hang.Store(false)
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, dedup.Processed, out)
 }
