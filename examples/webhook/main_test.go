@@ -14,8 +14,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idemkit/internal/leakcheck"
 	"github.com/idemkit/idemkit/store/sqlite"
 )
+
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 func newTestServer(t *testing.T) *httptest.Server {
 	t.Helper()
