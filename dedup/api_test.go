@@ -69,6 +69,10 @@ func TestProcessRejects(t *testing.T) {
 		})
 	}
 	assert.False(t, called)
+	//lint:ignore SA1012 a nil context is what is tested
+	out, err := d.Process(nil, "evt", fn)
+	assert.Equal(t, dedup.Failed, out)
+	assert.ErrorIs(t, err, store.ErrInvalid)
 }
 
 // TestMismatch: a key written by something other than dedup (another

@@ -156,6 +156,9 @@ func (d *Deduper) check(ctx context.Context, op, id string, fn func(ctx context.
 	if fn == nil {
 		return "", fmt.Errorf("dedup: %s %q: %w: nil fn", op, id, store.ErrInvalid)
 	}
+	if ctx == nil {
+		return "", fmt.Errorf("dedup: %s %q: %w: nil context", op, id, store.ErrInvalid)
+	}
 	if id == "" {
 		return "", fmt.Errorf("dedup: %s: %w: empty id", op, store.ErrInvalid)
 	}
