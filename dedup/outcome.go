@@ -26,7 +26,10 @@ const (
 	// running fn right now; fn was not called. Do not ack: let the broker
 	// redeliver later (nack, or leave it to the visibility timeout). By then
 	// the other delivery has either finished (the redelivery is a Duplicate)
-	// or failed and released the id (the redelivery runs fn).
+	// or failed and released the id (the redelivery runs fn). For a
+	// Retry-After hint, the store's Get(ctx, d.Key(id)) returns the record,
+	// whose LockedUntil is when the other delivery's lease lapses unless it
+	// is renewed.
 	InFlight
 	// Failed: the message was not processed to completion and the id is not
 	// recorded as done; the error says why (fn's own error, a failure of the
