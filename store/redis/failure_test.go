@@ -3,10 +3,8 @@ package redis_test
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idemkit/internal/faultproxy"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/redis"
 )
@@ -49,14 +48,14 @@ func TestServerUnreachable(t *testing.T) {
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
-	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: 1, DialTimeout: time.Second})
+	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: 1, DialTimeout: time.Second, DialerRetries: 1})
 	t.Cleanup(func() { c.Close() })
 	allCalls(t, redis.New(c, redis.WithLogger(slog.New(slog.DiscardHandler))))
 }
 
 func TestServerStopsMidTest(t *testing.T) {
 	mr := miniredis.RunT(t)
-	c := goredis.NewClient(&goredis.Options{Addr: mr.Addr(), MaxRetries: 1})
+	c := goredis.NewClient(&goredis.Options{Addr: mr.Addr(), MaxRetries: 1, DialerRetries: 1})
 	t.Cleanup(func() { c.Close() })
 	s := redis.New(c, redis.WithEvictionCheck(false))
 	ctx := context.Background()
@@ -73,130 +72,84 @@ func TestNilClient(t *testing.T) {
 	assert.Error(t, redis.New(nil).CheckEviction(context.Background()))
 }
 
-// proxy is a TCP proxy to a Redis server that can cut every connection as
-// soon as the server answers (the command ran, its reply is lost) or hold
-// every reply back (a server that hangs).
-type proxy struct {
-	ln     net.Listener
-	target string
-	mode   atomic.Int32
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	conns  []net.Conn
-}
-
-const (
-	pass int32 = iota
-	cut
-	hold
-)
-
-func newProxy(t *testing.T, target string) *proxy {
+// newProxy starts a faultproxy in front of target, closed when t ends.
+func newProxy(t *testing.T, target string) *faultproxy.Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := faultproxy.New(target)
 	require.NoError(t, err)
-	p := &proxy{ln: ln, target: target}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(func() {
-		ln.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		p.wg.Wait()
-	})
+	t.Cleanup(func() { p.Close() })
 	return p
 }
 
-func (p *proxy) addr() string { return p.ln.Addr().String() }
-
-func (p *proxy) accept() {
-	defer p.wg.Done()
-	for {
-		down, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.Dial("tcp", p.target)
-		if err != nil {
-			down.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, down, up)
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go func() { // client to server, always forwarded
-			defer p.wg.Done()
-			io.Copy(up, down)
-			up.Close()
-		}()
-		go func() { // server to client, subject to the mode
-			defer p.wg.Done()
-			defer down.Close()
-			defer up.Close()
-			buf := make([]byte, 64<<10)
-			for {
-				n, err := up.Read(buf)
-				if err != nil {
-					return
-				}
-				switch p.mode.Load() {
-				case pass:
-					if _, err := down.Write(buf[:n]); err != nil {
-						return
-					}
-				case cut:
-					return
-				case hold:
-				}
-			}
-		}()
-	}
-}
-
-// TestReplyLost: the connection is cut after Redis ran the Claim and before
-// its reply arrived. The claimant gets an error, a competitor sees the key
-// in progress (never both acquire), and the claimant's retry with its own
-// token acquires it; likewise a Complete whose reply is lost is retried.
+// TestReplyLost: the connection is cut after Redis ran a call and before
+// its reply arrived. With go-redis' retries off, the claimant gets an error,
+// a competitor sees the key in progress (never both acquire), and the
+// claimant's own retry acquires it; a Complete whose reply is lost succeeds
+// when retried. With go-redis' default retries the same loss is invisible:
+// the resent command finds the claimant's own record and Claim acquires.
 func TestReplyLost(t *testing.T) {
 	mr, direct := newMini(t)
 	p := newProxy(t, mr.Addr())
-	viaProxy := goredis.NewClient(&goredis.Options{Addr: p.addr(), MaxRetries: 1})
-	t.Cleanup(func() { viaProxy.Close() })
 	ctx := context.Background()
-	require.NoError(t, viaProxy.Ping(ctx).Err())
-
 	prefix := testPrefix(t, direct)
-	a := redis.New(viaProxy, redis.WithPrefix(prefix), redis.WithEvictionCheck(false))
 	b := redis.New(direct, redis.WithPrefix(prefix), redis.WithEvictionCheck(false))
-	ta, tb := store.NewToken(), store.NewToken()
 
-	p.mode.Store(cut)
-	_, err := a.Claim(ctx, "k", "fp", ta, time.Minute)
-	wantBackendError(t, err, "claim")
+	t.Run("no retries", func(t *testing.T) {
+		viaProxy := goredis.NewClient(&goredis.Options{Addr: p.Addr(), MaxRetries: -1})
+		t.Cleanup(func() { viaProxy.Close() })
+		a := redis.New(viaProxy, redis.WithPrefix(prefix), redis.WithEvictionCheck(false))
+		ta, tb := store.NewToken(), store.NewToken()
 
-	c, err := b.Claim(ctx, "k", "fp", tb, time.Minute)
-	require.NoError(t, err)
-	require.Equal(t, store.InProgress, c.Outcome, "the competitor must not acquire a key whose claim ran")
-	require.Equal(t, ta, c.Record.Token)
+		p.LoseReplyTo([]byte(prefix + "k1"))
+		_, err := a.Claim(ctx, "k1", "fp", ta, time.Minute)
+		wantBackendError(t, err, "claim")
 
-	p.mode.Store(pass)
-	c, err = a.Claim(ctx, "k", "fp", ta, time.Minute)
-	require.NoError(t, err)
-	require.Equal(t, store.Acquired, c.Outcome, "the claimant's retry after a lost reply")
+		c, err := b.Claim(ctx, "k1", "fp", tb, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, store.InProgress, c.Outcome, "the competitor must not acquire a key whose claim ran")
+		require.Equal(t, ta, c.Record.Token)
 
-	p.mode.Store(cut)
-	wantBackendError(t, a.Complete(ctx, "k", ta, []byte("done"), time.Minute), "complete")
-	p.mode.Store(pass)
-	require.NoError(t, a.Complete(ctx, "k", ta, []byte("done"), time.Minute), "retried Complete after a lost reply")
+		c, err = a.Claim(ctx, "k1", "fp", ta, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, store.Acquired, c.Outcome, "the claimant's retry after a lost reply")
 
-	c, err = b.Claim(ctx, "k", "fp", tb, time.Minute)
-	require.NoError(t, err)
-	assert.Equal(t, store.Completed, c.Outcome)
-	assert.Equal(t, []byte("done"), c.Record.Response)
+		p.LoseReplyTo([]byte(prefix + "k1"))
+		wantBackendError(t, a.Complete(ctx, "k1", ta, []byte("done"), time.Minute), "complete")
+		require.NoError(t, a.Complete(ctx, "k1", ta, []byte("done"), time.Minute), "retried Complete after a lost reply")
+
+		c, err = b.Claim(ctx, "k1", "fp", tb, time.Minute)
+		require.NoError(t, err)
+		assert.Equal(t, store.Completed, c.Outcome)
+		assert.Equal(t, []byte("done"), c.Record.Response)
+	})
+
+	t.Run("go-redis retries", func(t *testing.T) {
+		viaProxy := goredis.NewClient(&goredis.Options{Addr: p.Addr(), PoolSize: 1})
+		t.Cleanup(func() { viaProxy.Close() })
+		dials := &dialCounter{}
+		viaProxy.AddHook(dials)
+		a := redis.New(viaProxy, redis.WithPrefix(prefix), redis.WithEvictionCheck(false))
+		ta, tb := store.NewToken(), store.NewToken()
+		require.NoError(t, viaProxy.Ping(ctx).Err())
+		require.Equal(t, int64(1), dials.n.Load())
+
+		p.LoseReplyTo([]byte(prefix + "k2"))
+		c, err := a.Claim(ctx, "k2", "fp", ta, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, store.Acquired, c.Outcome)
+		require.Equal(t, int64(2), dials.n.Load(), "the reply was lost and go-redis reconnected to resend")
+		c, err = b.Claim(ctx, "k2", "fp", tb, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, store.InProgress, c.Outcome)
+
+		p.LoseReplyTo([]byte(prefix + "k2"))
+		require.NoError(t, a.Complete(ctx, "k2", ta, []byte("done"), time.Minute))
+		p.LoseReplyTo([]byte(prefix + "k2"))
+		require.NoError(t, a.Release(ctx, "k2", ta), "a resent Release of a completed key changes nothing")
+		c, err = b.Claim(ctx, "k2", "fp", tb, time.Minute)
+		require.NoError(t, err)
+		assert.Equal(t, store.Completed, c.Outcome)
+	})
 }
 
 // TestServerHangs: a server that never answers. With the client's
@@ -205,11 +158,11 @@ func TestReplyLost(t *testing.T) {
 func TestServerHangs(t *testing.T) {
 	mr, _ := newMini(t)
 	p := newProxy(t, mr.Addr())
-	c := goredis.NewClient(&goredis.Options{Addr: p.addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+	c := goredis.NewClient(&goredis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { c.Close() })
 	require.NoError(t, c.Ping(context.Background()).Err())
 	s := redis.New(c, redis.WithEvictionCheck(false))
-	p.mode.Store(hold)
+	p.SetBlackhole(true)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -249,4 +202,20 @@ func TestForeignValues(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "hello", v)
 	assert.Equal(t, int64(1), c.LLen(ctx, "p:list").Val())
+}
+
+// dialCounter is a go-redis hook counting new connections.
+type dialCounter struct{ n atomic.Int64 }
+
+func (h *dialCounter) DialHook(next goredis.DialHook) goredis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		h.n.Add(1)
+		return next(ctx, network, addr)
+	}
+}
+
+func (h *dialCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook { return next }
+
+func (h *dialCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
 }

@@ -152,7 +152,8 @@ func TestQueuedWriteCancelled(t *testing.T) {
 // does not retry them one by one, each waiting the timeout again.
 func TestBusyGroupFailsOnce(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "busy.db")
-	s, err := Open(path, WithBusyTimeout(time.Second))
+	const timeout = 2 * time.Second
+	s, err := Open(path, WithBusyTimeout(timeout))
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	require.NoError(t, s.Migrate(t.Context()))
@@ -190,7 +191,7 @@ func TestBusyGroupFailsOnce(t *testing.T) {
 	require.NoError(t, err)
 
 	assert.Equal(t, []bool{false}, groups, "one group, failed once")
-	assert.Less(t, elapsed, 3*time.Second, "one busy timeout (1s) for the group, not one per statement")
+	assert.Less(t, elapsed, 3*timeout, "one busy timeout for the group, not one per statement (%v)", n*timeout)
 	for i, err := range errs {
 		require.Error(t, err, "claim %d", i)
 		assert.True(t, isBusy(err), "claim %d: %v", i, err)

@@ -277,3 +277,109 @@ func BenchmarkRaw(b *testing.B) {
 		}
 	}
 }
+
+// chunk runs op n times over g goroutines and returns the wall time and the
+// process's CPU time.
+func chunk(g, n int, op func() error) (wall, cpu time.Duration, err error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var first atomic.Pointer[error]
+	cpu0, start := cpuTime(), time.Now()
+	for range g {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				if err := op(); err != nil {
+					first.CompareAndSwap(nil, &err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if p := first.Load(); p != nil {
+		return 0, 0, *p
+	}
+	return time.Since(start), cpuTime() - cpu0, nil
+}
+
+// BenchmarkInterleaved runs the Store and raw database/sql, with 1 and 8
+// goroutines, in alternating rounds of 200 operations on the same file (the
+// order rotating from round to round), so all four meet the same load from
+// the rest of the machine; b.N operations for each. It reports each one's ops/s and the ratios the targets are about:
+//
+//	go test -run '^$' -bench Interleaved -benchtime 3000x ./store/sqlite/
+func BenchmarkInterleaved(b *testing.B) {
+	path := benchFile(b)
+	s, err := Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	raw := openRaw(b, path, 8)
+	ctx := context.Background()
+	var replaySeq atomic.Int64
+	workloads := []struct {
+		name     string
+		lib, raw func() error
+	}{
+		{"new", func() error {
+			key, tok := newKey(), store.NewToken()
+			c, err := s.Claim(ctx, key, benchFP, tok, time.Minute)
+			if err != nil {
+				return err
+			}
+			if c.Outcome != store.Acquired {
+				return fmt.Errorf("claim of a new key: %v", c.Outcome)
+			}
+			return s.Complete(ctx, key, tok, benchResp, time.Hour)
+		}, func() error { return raw.newKey(ctx) }},
+		{"replay", func() error {
+			key := "replay-" + strconv.FormatInt(replaySeq.Add(1)%benchReplay, 10)
+			c, err := s.Claim(ctx, key, benchFP, store.NewToken(), time.Minute)
+			if err != nil {
+				return err
+			}
+			if c.Outcome != store.Completed {
+				return fmt.Errorf("replay: %v", c.Outcome)
+			}
+			return nil
+		}, func() error { return raw.replay(ctx, replaySeq.Add(1)) }},
+	}
+	const round = 200
+	for _, w := range workloads {
+		b.Run(w.name, func(b *testing.B) {
+			contestants := []struct {
+				name string
+				g    int
+				op   func() error
+			}{
+				{"sqlite-g1", 1, w.lib}, {"raw-g1", 1, w.raw}, {"sqlite-g8", 8, w.lib}, {"raw-g8", 8, w.raw},
+			}
+			spent := make([]time.Duration, len(contestants))
+			cpu := make([]time.Duration, len(contestants))
+			for r, done := 0, 0; done < b.N; r, done = r+1, done+round {
+				n := min(round, b.N-done)
+				for j := range contestants {
+					i := (r + j) % len(contestants) // rotate, so no one always follows the same
+					c := contestants[i]
+					d, used, err := chunk(c.g, n, c.op)
+					if err != nil {
+						b.Fatal(err)
+					}
+					spent[i] += d
+					cpu[i] += used
+				}
+			}
+			rate := make([]float64, len(contestants))
+			for i, c := range contestants {
+				rate[i] = float64(b.N) / spent[i].Seconds()
+				b.ReportMetric(rate[i], c.name+"-ops/s")
+				b.ReportMetric(float64(cpu[i].Microseconds())/float64(b.N), c.name+"-cpu-µs/op")
+			}
+			b.ReportMetric(rate[0]/rate[1], "sqlite/raw-g1")
+			b.ReportMetric(rate[2]/rate[0], "sqlite-g8/g1")
+			b.ReportMetric(rate[3]/rate[1], "raw-g8/g1")
+			b.ReportMetric(rate[2]/rate[3], "sqlite/raw-g8")
+		})
+	}
+}

@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"database/sql"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,15 +45,19 @@ func TestOpenBadPaths(t *testing.T) {
 	}
 }
 
-// A file the process may not write to. root may write to any file, so the
-// case needs an ordinary user; the read-only URI above covers root.
+// A file the process may not write to: mode 0444, or, for root, who may
+// write to any file, the immutable attribute (chattr +i).
 func TestOpenReadOnlyFile(t *testing.T) {
-	if os.Geteuid() == 0 {
-		t.Skip("running as root, who can write to a read-only file; TestOpenBadPaths/read-only_URI covers read-only databases")
-	}
 	path := filepath.Join(t.TempDir(), "ro.db")
 	require.NoError(t, openPath(t, path).Close())
-	require.NoError(t, os.Chmod(path, 0o444))
+	if os.Geteuid() == 0 {
+		if out, err := exec.Command("chattr", "+i", path).CombinedOutput(); err != nil {
+			t.Skipf("running as root and chattr +i failed (%v: %s); TestOpenBadPaths/read-only_URI covers read-only databases", err, out)
+		}
+		t.Cleanup(func() { _ = exec.Command("chattr", "-i", path).Run() })
+	} else {
+		require.NoError(t, os.Chmod(path, 0o444))
+	}
 	_, err := sqlite.Open(path)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "read-only")
