@@ -30,7 +30,9 @@ import (
 //
 // A panic in fn rolls the transaction back and goes on. There is no lease
 // renewal: the transaction holds the key's row, so no other delivery can take
-// id while fn runs, and a crash rolls back. A crash after the commit and
+// id while fn runs, and a crash rolls back. If fn outlives the lease, the
+// store refuses the completion (see store.Transactor); ProcessTx then claims
+// id again inside the transaction, which cannot be contested, and completes. A crash after the commit and
 // before the ack leaves id recorded, so the redelivery is a Duplicate.
 //
 // Why a separate method rather than Process choosing by itself: the two
@@ -71,7 +73,17 @@ func (d *Deduper) ProcessTx(ctx context.Context, id string, fn func(ctx context.
 		if fnErr = fn(ctx); fnErr != nil {
 			return fnErr
 		}
-		if err := s.Complete(ctx, key, token, nil, d.opts.retention); err != nil {
+		err = s.Complete(ctx, key, token, nil, d.opts.retention)
+		if errors.Is(err, store.ErrLeaseLost) {
+			// fn outlived the lease. No other delivery can have taken the id
+			// meanwhile (it waits on the key's row until this transaction
+			// ends), so claiming it again with the same token renews the
+			// lease, and the completion goes through.
+			if c, cerr := s.Claim(ctx, key, fingerprint, token, d.opts.lease); cerr == nil && c.Outcome == store.Acquired {
+				err = s.Complete(ctx, key, token, nil, d.opts.retention)
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("dedup: complete %q: %w", id, err)
 		}
 		out = Processed

@@ -128,6 +128,30 @@ func TestProcessTx(t *testing.T) {
 		})
 	})
 
+	// fn takes longer than the lease. Inside the transaction no other
+	// delivery can take the id (it waits on the key's row), so the
+	// completion must still be recorded rather than refused.
+	t.Run("OutlivesLease", func(t *testing.T) {
+		forEachTx(t, func(t *testing.T, subj storetest.Subject, fx txEffect) {
+			lease := leaseFor(subj)
+			d := newDeduper(t, subj.Store, dedup.WithLease(lease))
+			const id = "evt_tx_slow"
+			out, err := d.ProcessTx(t.Context(), id, func(ctx context.Context) error {
+				if err := fx.apply(ctx, id); err != nil {
+					return err
+				}
+				advance(t, subj, lease+lease/2)
+				return nil
+			})
+			require.NoError(t, err)
+			assert.Equal(t, dedup.Processed, out)
+			assert.Equal(t, 1, fx.count(t, id))
+			out, err = d.ProcessTx(t.Context(), id, func(ctx context.Context) error { return fx.apply(ctx, id) })
+			require.NoError(t, err)
+			assert.Equal(t, dedup.Duplicate, out)
+		})
+	})
+
 	// ProcessTx and Process share records: an id processed in a transaction
 	// is a Duplicate for Process, and the other way round.
 	t.Run("SharedWithProcess", func(t *testing.T) {
