@@ -146,6 +146,12 @@ type Purger interface {
 // was before, so a retry runs the work again. A concurrent InTx that claims
 // the same key waits until the first transaction ends and then sees its
 // result: Completed after a commit, Acquired after a rollback.
+//
+// The lease still applies inside the transaction: a Complete after the lease
+// ran out may fail with ErrLeaseLost, and fn should return that error so that
+// everything rolls back. If fn returns nil after acquiring a key without
+// completing or releasing it, the claim commits in progress and holds the key
+// until its lease lapses.
 type Transactor interface {
 	InTx(ctx context.Context, fn func(ctx context.Context, s Store) error) error
 }

@@ -114,9 +114,13 @@ var benchWorkers = []int{1, 16}
 
 // BenchmarkPostgres measures the Store; BenchmarkRaw runs the very same
 // statements with pgx directly on the same pool and table, for comparison.
-// Compare them from one run:
+// Run them with:
 //
-//	go test -run '^$' -bench 'Postgres|Raw' -benchtime 2000x -count 3 ./store/postgres/
+//	go test -run '^$' -bench 'Postgres|Raw|Paired' -benchtime 1s -count 3 ./store/postgres/
+//
+// On a busy machine the server's load drifts more between two benchmarks
+// than the Store costs; BenchmarkPaired, which interleaves the two, gives the
+// steadier ratio.
 func BenchmarkPostgres(b *testing.B) {
 	ctx := context.Background()
 	for _, w := range benchWorkers {

@@ -327,3 +327,28 @@ func TestTxOnStrictCallerTransaction(t *testing.T) {
 	require.Contains(t, err.Error(), "postgres: claim:")
 	require.NotErrorIs(t, err, store.ErrInvalid)
 }
+
+// TestTxSwallowedErrorDoesNotCommit: when a statement fails inside fn and fn
+// ignores it and returns nil, the server has aborted the transaction; InTx
+// reports that the commit rolled back instead of claiming success, and the
+// key is left free.
+func TestTxSwallowedErrorDoesNotCommit(t *testing.T) {
+	pool := testPool(t)
+	s := newTestStore(t, pool)
+	ctx := context.Background()
+	err := s.InTx(ctx, func(ctx context.Context, ts store.Store) error {
+		tok := store.NewToken()
+		if _, err := ts.Claim(ctx, "k", "fp", tok, time.Minute); err != nil {
+			return err
+		}
+		tx, _ := TxFrom(ctx)
+		_, _ = tx.Exec(ctx, "SELECT 1/0") // fails; the caller forgets to check
+		_ = ts.Complete(ctx, "k", tok, []byte("r"), time.Hour)
+		return nil
+	})
+	require.Error(t, err)
+	require.ErrorIs(t, err, pgx.ErrTxCommitRollback)
+	require.Contains(t, err.Error(), "postgres: commit:")
+	_, err = s.Get(ctx, "k")
+	require.ErrorIs(t, err, store.ErrNotFound)
+}

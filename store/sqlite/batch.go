@@ -10,13 +10,14 @@ import (
 )
 
 // Writes outside InTx go through a queue that groups concurrent ones into one
-// transaction (group commit). A caller enqueues its statement and then either
-// takes the Store's gate and becomes the leader, running everything queued so
-// far, or waits until a leader has run its statement. With one goroutine
-// there is nothing to group: the caller runs its statement alone, in
-// autocommit, exactly as raw database/sql would. With many, a whole queue
-// costs one BEGIN IMMEDIATE … COMMIT instead of one commit per statement, and
-// writers never meet at SQLite's busy back-off.
+// transaction (group commit). A caller that finds the Store's gate open runs
+// its statement at once, alone and in autocommit, exactly as raw database/sql
+// would (with one goroutine that is every write). A caller that finds it
+// taken enqueues its statement and then either takes the gate when it opens
+// and becomes the leader, running everything queued so far, or waits until a
+// leader has run its statement. A queue of many costs one BEGIN … COMMIT
+// instead of one commit per statement, and the Store's writers never meet at
+// SQLite's busy back-off.
 //
 // Grouping changes neither atomicity nor isolation: each statement is still
 // one atomic statement, run in queue order, and each caller hears its result
@@ -55,6 +56,9 @@ func (q *writeQueue) take() []*writeReq {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := min(len(q.reqs), maxBatch)
+	if n == 0 {
+		return nil
+	}
 	batch := make([]*writeReq, n)
 	copy(batch, q.reqs)
 	q.reqs = append(q.reqs[:0], q.reqs[n:]...)
@@ -76,6 +80,11 @@ func (q *writeQueue) remove(req *writeReq) bool {
 
 // submit runs one writing statement and returns the rows it changed.
 func (s *Store) submit(ctx context.Context, id stmtID, args []any) (int64, error) {
+	select {
+	case s.gate <- struct{}{}: // nobody is writing
+		return s.runFirst(ctx, id, args)
+	default:
+	}
 	req := &writeReq{ctx: ctx, id: id, args: args, done: make(chan struct{})}
 	s.queue.mu.Lock()
 	s.queue.reqs = append(s.queue.reqs, req)
@@ -126,6 +135,27 @@ func (s *Store) abandon(req *writeReq, reason func() error) (int64, error) {
 	}
 	<-req.done
 	return req.n, req.err
+}
+
+// runFirst runs the statement of a caller that found the gate open: alone,
+// as raw database/sql would, or at the head of a group when statements were
+// queued in the meantime. It opens the gate again.
+func (s *Store) runFirst(ctx context.Context, id stmtID, args []any) (int64, error) {
+	defer s.unlock()
+	if queued := s.queue.take(); len(queued) > 0 {
+		req := &writeReq{ctx: ctx, id: id, args: args, done: make(chan struct{})}
+		s.runBatch(append([]*writeReq{req}, queued...))
+		return req.n, req.err
+	}
+	st, err := s.stmts[id].get(ctx, s.db)
+	if err != nil {
+		return 0, err
+	}
+	res, err := st.ExecContext(ctx, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // lead runs queued statements, holding the gate, until mine has run, then
@@ -228,8 +258,12 @@ func (s *Store) runGrouped(batch []*writeReq) (failed int, err error) {
 	if err != nil {
 		return -1, err
 	}
+	var inTx [numStmts]*sql.Stmt // each statement bound to the transaction once
 	for i, r := range batch {
-		res, err := tx.StmtContext(ctx, stmts[r.id]).ExecContext(ctx, r.args...)
+		if inTx[r.id] == nil {
+			inTx[r.id] = tx.StmtContext(ctx, stmts[r.id])
+		}
+		res, err := inTx[r.id].ExecContext(ctx, r.args...)
 		if err == nil {
 			r.n, err = res.RowsAffected()
 		}

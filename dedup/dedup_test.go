@@ -1,0 +1,404 @@
+package dedup_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idemkit/dedup"
+	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/storetest"
+)
+
+func TestTwiceInARow(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend, subj storetest.Subject) {
+		fx := newEffects()
+		d := newDeduper(t, subj.Store)
+		const id = "evt_twice"
+
+		out, err := d.Process(t.Context(), id, fx.fn(id))
+		require.NoError(t, err)
+		assert.Equal(t, dedup.Processed, out)
+
+		out, err = d.Process(t.Context(), id, fx.fn(id))
+		require.NoError(t, err)
+		assert.Equal(t, dedup.Duplicate, out)
+
+		assert.Equal(t, 1, fx.count(id), "effect applied once")
+		rec, err := subj.Store.Get(t.Context(), d.Key(id))
+		require.NoError(t, err)
+		assert.Equal(t, store.StatusCompleted, rec.Status)
+	})
+}
+
+// TestConcurrentDeliveries delivers one event 20 times at once, first as a
+// free race, then with the winner held inside fn until every other delivery
+// has returned, so that each of them must see InFlight.
+func TestConcurrentDeliveries(t *testing.T) {
+	const n = 20
+	forEach(t, func(t *testing.T, b backend, subj storetest.Subject) {
+		t.Run("Race", func(t *testing.T) {
+			fx := newEffects()
+			d := newDeduper(t, subj.Store)
+			const id = "evt_race"
+			outs := deliverConcurrently(t, n, func() (dedup.Outcome, error) {
+				return d.Process(t.Context(), id, fx.fn(id))
+			})
+			assert.Equal(t, 1, outs[dedup.Processed], "outcomes %v", outs)
+			assert.Equal(t, n-1, outs[dedup.Duplicate]+outs[dedup.InFlight], "outcomes %v", outs)
+			// Redeliver what was in flight until acked: all duplicates now.
+			for range outs[dedup.InFlight] {
+				out, err := d.Process(t.Context(), id, fx.fn(id))
+				require.NoError(t, err)
+				assert.Equal(t, dedup.Duplicate, out)
+			}
+			assert.Equal(t, 1, fx.count(id), "effect applied once")
+		})
+
+		t.Run("WhileInFlight", func(t *testing.T) {
+			fx := newEffects()
+			d := newDeduper(t, subj.Store)
+			const id = "evt_inflight"
+			othersReturned := make(chan struct{})
+			fn := func(context.Context) error {
+				// Only the first to apply waits; a second acquirer (a bug)
+				// returns at once and is counted.
+				if fx.apply(id) == 1 {
+					<-othersReturned
+				}
+				return nil
+			}
+			var mu sync.Mutex
+			returned := 0
+			outs := deliverConcurrently(t, n, func() (dedup.Outcome, error) {
+				out, err := d.Process(t.Context(), id, fn)
+				if out != dedup.Processed {
+					mu.Lock()
+					if returned++; returned == n-1 {
+						close(othersReturned)
+					}
+					mu.Unlock()
+				}
+				return out, err
+			})
+			assert.Equal(t, map[dedup.Outcome]int{dedup.Processed: 1, dedup.InFlight: n - 1}, outs)
+			assert.Equal(t, 1, fx.count(id), "effect applied once")
+			out, err := d.Process(t.Context(), id, fn)
+			require.NoError(t, err)
+			assert.Equal(t, dedup.Duplicate, out)
+		})
+	})
+}
+
+// deliverConcurrently runs deliver n times at once and counts the outcomes.
+func deliverConcurrently(t *testing.T, n int, deliver func() (dedup.Outcome, error)) map[dedup.Outcome]int {
+	t.Helper()
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	outs := map[dedup.Outcome]int{}
+	var errs []error
+	for range n {
+		wg.Go(func() {
+			<-start
+			out, err := deliver()
+			mu.Lock()
+			defer mu.Unlock()
+			outs[out]++
+			if err != nil {
+				errs = append(errs, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+	return outs
+}
+
+func TestFailedThenRedelivered(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend, subj storetest.Subject) {
+		fx := newEffects()
+		d := newDeduper(t, subj.Store)
+		const id = "evt_fail"
+		boom := errors.New("downstream unavailable")
+
+		out, err := d.Process(t.Context(), id, func(context.Context) error { return boom })
+		assert.Equal(t, dedup.Failed, out)
+		assert.Same(t, boom, err, "fn's own error is returned")
+		_, err = subj.Store.Get(t.Context(), d.Key(id))
+		assert.ErrorIs(t, err, store.ErrNotFound, "the id was released")
+
+		out, err = d.Process(t.Context(), id, fx.fn(id))
+		require.NoError(t, err)
+		assert.Equal(t, dedup.Processed, out, "the redelivery runs fn")
+
+		out, err = d.Process(t.Context(), id, fx.fn(id))
+		require.NoError(t, err)
+		assert.Equal(t, dedup.Duplicate, out)
+		assert.Equal(t, 1, fx.count(id))
+	})
+}
+
+func TestPanicReleases(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend, subj storetest.Subject) {
+		fx := newEffects()
+		tk := newManualTicker()
+		d := newDeduper(t, subj.Store, dedup.WithTimer(tk.new))
+		const id = "evt_panic"
+
+		recovered := func() (v any) {
+			defer func() { v = recover() }()
+			_, _ = d.Process(t.Context(), id, func(context.Context) error { panic("handler bug") })
+			return nil
+		}()
+		assert.Equal(t, "handler bug", recovered, "the panic goes on to the caller")
+		assert.Equal(t, int32(1), tk.stopped.Load(), "heartbeat stopped")
+		_, err := subj.Store.Get(t.Context(), d.Key(id))
+		assert.ErrorIs(t, err, store.ErrNotFound, "the id was released")
+
+		out, err := d.Process(t.Context(), id, fx.fn(id))
+		require.NoError(t, err)
+		assert.Equal(t, dedup.Processed, out, "the redelivery runs fn")
+		assert.Equal(t, 1, fx.count(id))
+	})
+}
+
+// TestLeaseLapse freezes a consumer inside fn for longer than the lease (its
+// heartbeat never ticks), lets a redelivery claim and process the id, and
+// shows what the frozen run sees.
+func TestLeaseLapse(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend, subj storetest.Subject) {
+		lease := leaseFor(subj)
+
+		// The frozen run's next renewal finds the id taken: its fn's context
+		// is cancelled with a cause matching store.ErrLeaseLost, and Process
+		// returns Failed with an error matching store.ErrLeaseLost.
+		t.Run("RenewalCancelsStaleRun", func(t *testing.T) {
+			fx := newEffects()
+			const id = "evt_lapse_renewal"
+			tk := newManualTicker()
+			beats, hook := beatRecorder()
+			stale := newDeduper(t, subj.Store, dedup.WithLease(lease), dedup.WithTimer(tk.new), hook)
+			fresh := newDeduper(t, subj.Store, dedup.WithLease(lease))
+
+			started := make(chan struct{})
+			type result struct {
+				out          dedup.Outcome
+				err, fnCause error
+			}
+			done := make(chan result, 1)
+			go func() {
+				var cause error
+				out, err := stale.Process(t.Context(), id, func(ctx context.Context) error {
+					close(started)
+					<-ctx.Done() // a frozen consumer, woken by the cancellation
+					cause = context.Cause(ctx)
+					if ctx.Err() != nil {
+						return ctx.Err() // the effect is not applied
+					}
+					fx.apply(id)
+					return nil
+				})
+				done <- result{out, err, cause}
+			}()
+			<-started
+			advance(t, subj, lease+lease/2)
+
+			out, err := fresh.Process(t.Context(), id, fx.fn(id))
+			require.NoError(t, err)
+			require.Equal(t, dedup.Processed, out, "the redelivery runs fn after the lease lapsed")
+			owner, err := subj.Store.Get(t.Context(), stale.Key(id))
+			require.NoError(t, err)
+
+			tk.tick(t)
+			assert.Equal(t, beat{lost: true}, recv(t, beats))
+			r := recv(t, done)
+			assert.Equal(t, dedup.Failed, r.out)
+			assert.ErrorIs(t, r.err, store.ErrLeaseLost)
+			assert.ErrorIs(t, r.err, context.Canceled, "fn's error is in the chain too")
+			assert.ErrorIs(t, r.fnCause, store.ErrLeaseLost, "context.Cause tells fn why")
+			t.Logf("the stale run sees: %v, %v", r.out, r.err)
+			assert.Equal(t, int32(1), tk.stopped.Load(), "heartbeat stopped")
+
+			assert.Equal(t, 1, fx.count(id), "the stale run did not apply the effect")
+			rec, err := subj.Store.Get(t.Context(), stale.Key(id))
+			require.NoError(t, err)
+			assert.Equal(t, owner.Token, rec.Token, "the redelivery's record is untouched")
+			assert.Equal(t, store.StatusCompleted, rec.Status)
+			out, err = stale.Process(t.Context(), id, fx.fn(id))
+			require.NoError(t, err)
+			assert.Equal(t, dedup.Duplicate, out, "a later redelivery is a duplicate")
+		})
+
+		// The frozen run wakes and returns nil without a renewal in between:
+		// the store refuses its completion (fencing) and Process returns
+		// Failed with store.ErrLeaseLost. Its effect did happen: lease mode
+		// cannot take back what fn already did, which is why effects
+		// outside the database must be idempotent themselves.
+		t.Run("StaleCompletionRefused", func(t *testing.T) {
+			fx := newEffects()
+			const id = "evt_lapse_complete"
+			tk := newManualTicker()
+			stale := newDeduper(t, subj.Store, dedup.WithLease(lease), dedup.WithTimer(tk.new))
+			fresh := newDeduper(t, subj.Store, dedup.WithLease(lease))
+
+			started, wake := make(chan struct{}), make(chan struct{})
+			type result struct {
+				out dedup.Outcome
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				out, err := stale.Process(t.Context(), id, func(ctx context.Context) error {
+					close(started)
+					<-wake // frozen; ignores ctx
+					fx.apply(id)
+					return nil
+				})
+				done <- result{out, err}
+			}()
+			<-started
+			advance(t, subj, lease+lease/2)
+
+			out, err := fresh.Process(t.Context(), id, fx.fn(id))
+			require.NoError(t, err)
+			require.Equal(t, dedup.Processed, out)
+			owner, err := subj.Store.Get(t.Context(), stale.Key(id))
+			require.NoError(t, err)
+
+			close(wake)
+			r := recv(t, done)
+			assert.Equal(t, dedup.Failed, r.out)
+			assert.ErrorIs(t, r.err, store.ErrLeaseLost)
+			t.Logf("the stale run sees: %v, %v", r.out, r.err)
+
+			rec, err := subj.Store.Get(t.Context(), stale.Key(id))
+			require.NoError(t, err)
+			assert.Equal(t, owner.Token, rec.Token, "the redelivery's record is untouched")
+			assert.Equal(t, owner.ExpiresAt, rec.ExpiresAt)
+			assert.Equal(t, 2, fx.count(id), "both runs applied the effect: fencing guards the record, not the effect")
+		})
+	})
+}
+
+// TestHeartbeatRenews holds fn for longer than the lease, renewing it once in
+// the middle: a redelivery after the original lease would have lapsed still
+// sees InFlight.
+func TestHeartbeatRenews(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend, subj storetest.Subject) {
+		fx := newEffects()
+		const id = "evt_slow"
+		lease := leaseFor(subj)
+		tk := newManualTicker()
+		beats, hook := beatRecorder()
+		slow := newDeduper(t, subj.Store, dedup.WithLease(lease), dedup.WithTimer(tk.new), hook)
+		other := newDeduper(t, subj.Store, dedup.WithLease(lease))
+
+		started, finish := make(chan struct{}), make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			out, err := slow.Process(t.Context(), id, func(ctx context.Context) error {
+				close(started)
+				<-finish
+				fx.apply(id)
+				return ctx.Err()
+			})
+			if err == nil && out != dedup.Processed {
+				err = fmt.Errorf("outcome %v, want processed", out)
+			}
+			done <- err
+		}()
+		<-started
+		assert.Equal(t, int64(lease/2), tk.interval.Load(), "renews every lease/2")
+
+		advance(t, subj, lease*2/3)
+		tk.tick(t)
+		assert.Equal(t, beat{}, recv(t, beats), "renewed")
+		advance(t, subj, lease*2/3) // 4/3 of a lease since the claim
+
+		out, err := other.Process(t.Context(), id, fx.fn(id))
+		require.NoError(t, err)
+		assert.Equal(t, dedup.InFlight, out, "the renewed lease still holds the id")
+
+		close(finish)
+		require.NoError(t, recv(t, done))
+		out, err = other.Process(t.Context(), id, fx.fn(id))
+		require.NoError(t, err)
+		assert.Equal(t, dedup.Duplicate, out)
+		assert.Equal(t, 1, fx.count(id))
+		assert.Equal(t, tk.started.Load(), tk.stopped.Load(), "every heartbeat stopped")
+	})
+}
+
+func TestScopes(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend, subj storetest.Subject) {
+		fx := newEffects()
+		stripe := newDeduper(t, subj.Store, dedup.WithScope("stripe"))
+		github := newDeduper(t, subj.Store, dedup.WithScope("github"))
+		plain := newDeduper(t, subj.Store)
+		// Scope "a:b" + id "c" and scope "a" + id "b:c" must not collide.
+		ab := newDeduper(t, subj.Store, dedup.WithScope("a:b"))
+		a := newDeduper(t, subj.Store, dedup.WithScope("a"))
+
+		cases := []struct {
+			d  *dedup.Deduper
+			id string
+		}{{stripe, "evt_1"}, {github, "evt_1"}, {plain, "evt_1"}, {ab, "c"}, {a, "b:c"}}
+		for _, c := range cases {
+			out, err := c.d.Process(t.Context(), c.id, fx.fn(c.d.Key(c.id)))
+			require.NoError(t, err)
+			assert.Equal(t, dedup.Processed, out, "%s", c.d.Key(c.id))
+		}
+		for _, c := range cases {
+			out, err := c.d.Process(t.Context(), c.id, fx.fn(c.d.Key(c.id)))
+			require.NoError(t, err)
+			assert.Equal(t, dedup.Duplicate, out, "%s", c.d.Key(c.id))
+			assert.Equal(t, 1, fx.count(c.d.Key(c.id)))
+		}
+		assert.Equal(t, "dedup:6:stripe:evt_1", stripe.Key("evt_1"))
+		assert.Equal(t, "dedup:0::evt_1", plain.Key("evt_1"))
+	})
+}
+
+func TestCancelledContext(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend, subj storetest.Subject) {
+		fx := newEffects()
+		d := newDeduper(t, subj.Store)
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		out, err := d.Process(ctx, "evt_cancelled", fx.fn("evt_cancelled"))
+		assert.Equal(t, dedup.Failed, out)
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.Zero(t, fx.count("evt_cancelled"), "fn not called")
+		_, err = subj.Store.Get(t.Context(), d.Key("evt_cancelled"))
+		assert.ErrorIs(t, err, store.ErrNotFound, "nothing claimed")
+	})
+}
+
+// TestCancelledDuringFn: the caller's context is cancelled while fn runs and
+// fn still returns nil (its effect happened): the id is recorded anyway.
+func TestCancelledDuringFn(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend, subj storetest.Subject) {
+		fx := newEffects()
+		d := newDeduper(t, subj.Store)
+		const id = "evt_cancel_during"
+		ctx, cancel := context.WithCancel(t.Context())
+		out, err := d.Process(ctx, id, func(fnCtx context.Context) error {
+			fx.apply(id)
+			cancel()
+			<-fnCtx.Done() // fn's context follows the caller's
+			return nil
+		})
+		require.NoError(t, err)
+		assert.Equal(t, dedup.Processed, out)
+		out, err = d.Process(t.Context(), id, fx.fn(id))
+		require.NoError(t, err)
+		assert.Equal(t, dedup.Duplicate, out)
+	})
+}

@@ -1,0 +1,70 @@
+// Package dedup makes a queue consumer or webhook handler apply each message
+// once, even though the broker or the sender delivers it more than once.
+//
+// At-least-once systems (SQS, Kafka, RabbitMQ, NATS JetStream, Stripe and
+// GitHub webhooks) redeliver a message whenever they are not sure it was
+// handled: a consumer crashed before its ack, an ack was lost, a webhook
+// answer came too late. Exactly-once delivery does not exist, but
+// effectively-once processing does: at-least-once delivery plus a consumer
+// that remembers which message ids it has processed. A Deduper remembers
+// them in a store.Store (memory, SQLite, PostgreSQL, Redis):
+//
+//	d, err := dedup.New(st, dedup.WithScope("stripe"))
+//	...
+//	out, err := d.Process(ctx, event.ID, func(ctx context.Context) error {
+//		return applyEvent(ctx, event)
+//	})
+//	if out.Ack() {
+//		// Processed now, or a Duplicate of a processed event: ack / 2xx.
+//	} else {
+//		// InFlight elsewhere, or Failed (err says why): nack / 5xx, the
+//		// broker redelivers and the next delivery tries again.
+//	}
+//
+// # Outcomes
+//
+// Process claims the id, runs fn, and records the id as processed; see
+// Outcome for the four results. A failed fn (an error or a panic) releases
+// the id, so the redelivery runs fn again.
+//
+// # Leases and the heartbeat
+//
+// Process holds the id with a lease (WithLease) while fn runs, and renews it
+// every lease/2 with a re-entrant Claim, so a slow consumer is never overtaken
+// by a redelivery of the same message: the redelivery sees InFlight. The
+// lease only bounds how long a consumer that died mid-fn keeps the id. If a
+// consumer is frozen for longer than the lease (its renewals could not run),
+// a redelivery may claim the id and run fn; the frozen run then finds out at
+// its next renewal (its context is cancelled) or when it tries to record the
+// id, which the store refuses (fencing): it returns Failed with an error
+// matching store.ErrLeaseLost, and the record stays the other delivery's.
+// Lease mode cannot undo an effect that already left the process, so effects
+// on other systems should carry the message id as their own idempotency key.
+//
+// # Transactions
+//
+// When the effect is a write to the same SQL database that holds the ids,
+// ProcessTx (for stores implementing store.Transactor) records the id and
+// fn's writes in one transaction: both commit or neither does, with no lease
+// to lose. This is the processed_events pattern: the event id is inserted
+// under a unique key in the same transaction as the effect.
+//
+// # Choosing the retention
+//
+// A processed id is remembered for the retention (WithRetention, default
+// DefaultRetention); a redelivery after that runs fn again. Set it longer
+// than the longest time the broker may redeliver a message after its first
+// delivery, with margin: the SQS queue's message retention period, a Kafka
+// topic's retention if consumers may be rewound, a JetStream stream's MaxAge,
+// the 3 days Stripe retries a webhook. An expired id counts as never seen
+// at once on every store; reclaiming its space is the store's business:
+// Redis expires keys itself, the memory store sweeps in the background, and
+// the SQL stores delete expired rows when their Purge method runs (call it
+// periodically, for example hourly).
+//
+// # Keys
+//
+// An id is recorded under the store key "dedup:<len(scope)>:<scope>:<id>"
+// (see Deduper.Key). Ids from different sources should get different scopes
+// (WithScope), since two senders may use the same ids.
+package dedup

@@ -1,0 +1,88 @@
+package dedup
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Defaults for the options.
+const (
+	// DefaultLease is how long a claim on an id is held before it lapses
+	// unless renewed. The heartbeat renews it every lease/2 while fn runs, so
+	// it bounds how long a crashed consumer keeps the id, not how long fn may
+	// run.
+	DefaultLease = 30 * time.Second
+	// DefaultRetention is how long a processed id is remembered: 7 days,
+	// as long as Kafka's default log retention and more than twice Stripe's
+	// 3 days of webhook retries.
+	DefaultRetention = 7 * 24 * time.Hour
+	// MinLease is the shortest lease New accepts.
+	MinLease = time.Millisecond
+)
+
+// Option configures a Deduper.
+type Option func(*options)
+
+type options struct {
+	lease     time.Duration
+	retention time.Duration
+	scope     string
+	logger    *slog.Logger
+
+	// Test hooks, set only from export_test.go.
+	newTimer func(d time.Duration, f func()) timer
+	onBeat   func(lost bool, err error)
+}
+
+func defaults() options {
+	return options{
+		lease:     DefaultLease,
+		retention: DefaultRetention,
+		logger:    slog.New(slog.DiscardHandler),
+		newTimer:  afterFunc,
+	}
+}
+
+// WithLease sets how long a claim on an id is held without renewal
+// (default DefaultLease, at least MinLease). While fn runs, Process renews
+// the lease every lease/2, so a slow fn keeps the id however long it takes;
+// the lease matters when the consumer dies mid-fn: a redelivery arriving
+// within the lease is reported InFlight, one arriving after it runs fn
+// again. Choose it shorter than the broker's redelivery delay (the SQS
+// visibility timeout, the JetStream AckWait, the webhook sender's retry
+// interval) so the redelivery after a crash finds the lease lapsed, and
+// longer than a few round trips to the store, so a slow renewal does not let
+// it lapse.
+func WithLease(d time.Duration) Option {
+	return func(o *options) { o.lease = d }
+}
+
+// WithRetention sets how long a processed id is remembered (default
+// DefaultRetention). A redelivery after the retention runs fn again, so the
+// retention must outlive the broker's whole redelivery window, with margin:
+// the longest time between the first delivery of a message and its last
+// possible redelivery. For example: SQS, the queue's message retention
+// period (up to 14 days); Kafka, the topic's retention.ms if consumers may be
+// rewound; JetStream, the stream's MaxAge; Stripe webhooks, 3 days of
+// retries; GitHub webhooks, as long as someone may press "Redeliver".
+func WithRetention(d time.Duration) Option {
+	return func(o *options) { o.retention = d }
+}
+
+// WithScope puts ids in a namespace (a source, topic or sender), so the same
+// id from two sources is processed once in each. Ids of different scopes
+// never collide, whatever characters they contain. Default: no scope.
+func WithScope(scope string) Option {
+	return func(o *options) { o.scope = scope }
+}
+
+// WithLogger sets the logger for events the caller cannot see in Process's
+// result: failed lease renewals, a lease lost to another delivery, a failed
+// release. Default: discard.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.logger = l
+		}
+	}
+}

@@ -1,0 +1,61 @@
+package dedup
+
+import "strconv"
+
+// Outcome says what Process did with a delivery, and so what to tell the
+// broker or the webhook sender. Outcomes are values, not errors: a duplicate
+// is a normal event in an at-least-once system.
+//
+//	Outcome     error   what happened                                  what to do with the message
+//	Processed   nil     fn ran now and succeeded; the id is recorded   ack (webhook: 2xx)
+//	Duplicate   nil     the id was processed before; fn did not run    ack (webhook: 2xx)
+//	InFlight    nil     another delivery holds the id and is running   nack / redeliver later (webhook: 409 or 503)
+//	Failed      non-nil fn, the store or the lease failed          nack / redeliver later (webhook: 5xx)
+//
+// Process returns a non-nil error exactly when the outcome is Failed.
+type Outcome uint8
+
+const (
+	// Processed: fn ran in this call, returned nil, and its completion was
+	// recorded. Ack the message.
+	Processed Outcome = iota + 1
+	// Duplicate: the id was already processed (within the retention); fn was
+	// not called. Ack the message: its effect has happened once already.
+	Duplicate
+	// InFlight: another delivery of the same id holds a live lease and is
+	// running fn right now; fn was not called. Do not ack: let the broker
+	// redeliver later (nack, or leave it to the visibility timeout). By then
+	// the other delivery has either finished (the redelivery is a Duplicate)
+	// or failed and released the id (the redelivery runs fn). For a
+	// Retry-After hint, the store's Get(ctx, d.Key(id)) returns the record,
+	// whose LockedUntil is when the other delivery's lease lapses unless it
+	// is renewed.
+	InFlight
+	// Failed: the message was not processed to completion and the id is not
+	// recorded as done; the error says why (fn's own error, a failure of the
+	// store, or a lost lease). Do not ack: the redelivery runs fn again.
+	Failed
+)
+
+// Ack reports whether the message should be acknowledged (removed from the
+// queue, answered with 2xx): true for Processed and Duplicate, false for
+// InFlight and Failed.
+func (o Outcome) Ack() bool {
+	return o == Processed || o == Duplicate
+}
+
+// String returns "processed", "duplicate", "in flight", "failed", or
+// "Outcome(N)" for an unknown value.
+func (o Outcome) String() string {
+	switch o {
+	case Processed:
+		return "processed"
+	case Duplicate:
+		return "duplicate"
+	case InFlight:
+		return "in flight"
+	case Failed:
+		return "failed"
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
+}
