@@ -60,7 +60,11 @@
 // own writes. The response is buffered and sent only after the commit, so a
 // client never sees a success for a rolled-back transaction. A response that
 // is not kept, a panic, or a failed commit rolls everything back. A
-// concurrent duplicate waits on the key's row, then replays.
+// concurrent duplicate waits on the key's row, then replays. The lease is
+// not renewed while the handler runs (the transaction keeps everyone else
+// out of the key, and a driver's transaction is not safe for concurrent
+// use); when the handler ran past half the lease it is renewed once, in the
+// transaction, just before Complete.
 //
 // Lease mode, for every other store and for effects outside the database
 // (WithLeaseMode): claim the key with a lease, run the handler (its output

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -175,4 +176,28 @@ func TestStreamingLeaseMode(t *testing.T) {
 		assert.Equal(t, "part1,part2", string(body), "request %d", i)
 		assert.Equal(t, replayed, resp.Header.Get(httpidem.ReplayedHeader))
 	}
+}
+
+func TestTxSlowHandlerRenewsBeforeComplete(t *testing.T) {
+	// In a transaction the lease is not renewed while the handler runs; a
+	// handler slower than the lease still completes, because the middleware
+	// renews the lease once before Complete.
+	s := newFakeTxStore()
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s.now = clock
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		now = now.Add(3 * time.Second) // longer than the 2s lease
+		mu.Unlock()
+		if l, ok := ledgerFrom(r.Context()); ok {
+			l.Add("slow payment")
+		}
+		w.WriteHeader(201)
+	})
+	mw := httpidem.New(s, httpidem.WithLease(2*time.Second), httpidem.WithClock(clock))(h)
+	require.Equal(t, 201, serve(mw, newReq(`{}`, "k")).Code)
+	assert.Equal(t, []string{"slow payment"}, s.committed())
+	assert.Equal(t, "true", serve(mw, newReq(`{}`, "k")).Header().Get(httpidem.ReplayedHeader))
 }

@@ -3,6 +3,7 @@ package httpidem
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -78,6 +79,7 @@ func (m *middleware) inTx(ctx context.Context, s store.Store, r *http.Request, n
 		return nil // nothing written: the commit is a no-op
 	}
 	run.ran = true
+	claimed := m.now()
 	run.buf = &bufferWriter{}
 	func() {
 		defer func() {
@@ -99,6 +101,19 @@ func (m *middleware) inTx(ctx context.Context, s store.Store, r *http.Request, n
 		run.tooLarge = true
 		run.release = "response larger than " + strconv.Itoa(m.maxResponse) + " bytes; transaction rolled back"
 		return errRollback
+	}
+	if m.now().Sub(claimed) >= m.lease/2 {
+		// The lease still applies in a transaction. Nobody can take the key
+		// over while this transaction holds it, so it is not renewed while
+		// the handler runs (a pgx.Tx is not safe for concurrent use); it is
+		// renewed once here, so a slow handler's Complete does not fail.
+		c, err := s.Claim(ctx, key, fp, tok, m.lease)
+		if err != nil {
+			return err
+		}
+		if c.Outcome != store.Acquired {
+			return fmt.Errorf("httpidem: renew the lease before completing: key is %v: %w", c.Outcome, store.ErrLeaseLost)
+		}
 	}
 	resp := encodeResponse(run.status, run.buf.finalHeader(), &m.headers, run.buf.body)
 	if err := s.Complete(ctx, key, tok, resp, m.retention); err != nil {
