@@ -13,7 +13,7 @@ import (
 // serveLease is lease mode: claim, run the handler while renewing the lease,
 // then Complete (a kept response) or Release.
 func (m *middleware) serveLease(w http.ResponseWriter, r *http.Request, next http.Handler, key, fp string) {
-	tok := newToken()
+	tok := store.NewToken()
 	var deadline time.Time
 	if m.wait > 0 {
 		deadline = time.Now().Add(m.wait)

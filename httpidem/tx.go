@@ -31,7 +31,7 @@ type txRun struct {
 // serveTx is transactional mode: claim, handler and Complete in one
 // transaction; the buffered response is sent only after the commit.
 func (m *middleware) serveTx(w http.ResponseWriter, r *http.Request, next http.Handler, key, fp string) {
-	tok := newToken()
+	tok := store.NewToken()
 	var deadline time.Time
 	if m.wait > 0 {
 		deadline = time.Now().Add(m.wait)
