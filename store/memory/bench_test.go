@@ -33,14 +33,18 @@ func BenchmarkClaimComplete(b *testing.B) {
 	ctx := context.Background()
 	s := memory.New(memory.WithSweepInterval(0))
 	ks := keys(1 << 16)
-	tok := store.NewToken()
 	resp := []byte(`{"id":1,"amount":1990}`)
-	var next atomic.Int64
+	var workers atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
+		// Each goroutine walks its own part of the ring, so the benchmark
+		// shares no counter between cores; only the store is shared.
+		i := workers.Add(1) << 12
+		tok := store.NewToken() // one per goroutine: a shared token would make two claims one
 		for pb.Next() {
-			k := ks[next.Add(1)&(1<<16-1)]
+			i++
+			k := ks[i&(1<<16-1)]
 			c, err := s.Claim(ctx, k, "fp", tok, time.Minute)
 			if err != nil {
 				b.Fatal(err)
@@ -68,13 +72,15 @@ func BenchmarkReplay(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	var next atomic.Int64
+	var workers atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		other := store.NewToken()
+		i := workers.Add(1) << 8
 		for pb.Next() {
-			c, err := s.Claim(ctx, ks[next.Add(1)&1023], "fp", other, time.Minute)
+			i++
+			c, err := s.Claim(ctx, ks[i&1023], "fp", other, time.Minute)
 			if err != nil || c.Outcome != store.Completed {
 				b.Fatal(c.Outcome, err)
 			}
@@ -113,12 +119,14 @@ func BenchmarkRawMap(b *testing.B) {
 	m := map[string]rec{}
 	ks := keys(1 << 16)
 	resp := []byte(`{"id":1,"amount":1990}`)
-	var next atomic.Int64
+	var workers atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
+		i := workers.Add(1) << 12
 		for pb.Next() {
-			k := ks[next.Add(1)&(1<<16-1)]
+			i++
+			k := ks[i&(1<<16-1)]
 			mu.Lock()
 			if r, ok := m[k]; !ok || r.until <= time.Now().UnixNano() {
 				m[k] = rec{token: "t", until: time.Now().UnixNano() + int64(time.Minute)}
