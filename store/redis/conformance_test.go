@@ -11,6 +11,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/idemkit/idemkit/internal/testredis"
 	"github.com/idemkit/idemkit/store/redis"
 	"github.com/idemkit/idemkit/storetest"
 )
@@ -19,7 +20,7 @@ func TestConformanceMiniredis(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T) storetest.Subject {
 			mr, c := newMini(t)
-			clock := newMiniClock(mr, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+			clock := testredis.NewMiniClock(mr, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 			s := redis.New(c, redis.WithPrefix(testPrefix(t, c)), redis.WithClock(clock.Now), redis.WithEvictionCheck(false))
 			return storetest.Subject{Store: s, Clock: clock}
 		},
@@ -35,7 +36,7 @@ func TestConformanceMiniredisWithoutSetGet(t *testing.T) {
 		New: func(t *testing.T) storetest.Subject {
 			mr, c := newMini(t)
 			c.AddHook(&rejectSetGet{})
-			clock := newMiniClock(mr, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+			clock := testredis.NewMiniClock(mr, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 			s := redis.New(c, redis.WithPrefix(testPrefix(t, c)), redis.WithClock(clock.Now),
 				redis.WithEvictionCheck(false), redis.WithLogger(slog.New(slog.DiscardHandler)))
 			return storetest.Subject{Store: s, Clock: clock}
@@ -100,7 +101,7 @@ func TestConformanceRing(t *testing.T) {
 			a, b := miniredis.RunT(t), miniredis.RunT(t)
 			ring := goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{"a": a.Addr(), "b": b.Addr()}})
 			t.Cleanup(func() { ring.Close() })
-			clock := ringClock{newMiniClock(a, start), b}
+			clock := ringClock{testredis.NewMiniClock(a, start), b}
 			b.SetTime(start)
 			s := redis.New(ring, redis.WithPrefix("idemkit-test:"), redis.WithClock(clock.Now),
 				redis.WithLogger(slog.New(slog.DiscardHandler)))
@@ -111,12 +112,12 @@ func TestConformanceRing(t *testing.T) {
 
 // ringClock moves the store's clock and both shards.
 type ringClock struct {
-	miniClock
+	testredis.MiniClock
 	other *miniredis.Miniredis
 }
 
 func (c ringClock) Advance(d time.Duration) {
-	c.miniClock.Advance(d)
+	c.MiniClock.Advance(d)
 	c.other.SetTime(c.Now())
 	c.other.FastForward(d)
 }
