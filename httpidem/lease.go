@@ -2,6 +2,7 @@ package httpidem
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -19,6 +20,7 @@ func (m *middleware) serveLease(w http.ResponseWriter, r *http.Request, next htt
 		deadline = time.Now().Add(m.wait)
 	}
 	for attempt := 0; ; attempt++ {
+		sent := time.Now()
 		c, err := m.store.Claim(r.Context(), key, fp, tok, m.lease)
 		if err != nil {
 			m.storeFailed(w, r, next, key, err)
@@ -27,7 +29,16 @@ func (m *middleware) serveLease(w http.ResponseWriter, r *http.Request, next htt
 		o := outcome(c, fp)
 		switch {
 		case o == store.Acquired:
-			m.runLease(w, r, next, key, fp, tok)
+			if took := time.Since(sent); took >= m.lease/2 {
+				// The lease started somewhere during the claim: it may
+				// already have lapsed, or lapse before the renewer or
+				// Complete reach the store, and then a retry runs the
+				// handler a second time. Do not run it on such a lease.
+				m.release(r, key, tok, "claim too slow")
+				m.storeFailed(w, r, next, key, fmt.Errorf("httpidem: the claim took %v, half the lease (%v) or more: the key cannot be held safely", took.Round(time.Millisecond), m.lease))
+				return
+			}
+			m.runLease(w, r, next, key, fp, tok, sent)
 			return
 		case o == store.InProgress && m.wait > 0 && m.waitStep(r, key, deadline, attempt):
 			continue
@@ -39,10 +50,11 @@ func (m *middleware) serveLease(w http.ResponseWriter, r *http.Request, next htt
 	}
 }
 
-func (m *middleware) runLease(w http.ResponseWriter, r *http.Request, next http.Handler, key, fp string, tok store.Token) {
+// runLease runs the handler on a lease claimed by a Claim sent at claimed.
+func (m *middleware) runLease(w http.ResponseWriter, r *http.Request, next http.Handler, key, fp string, tok store.Token, claimed time.Time) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	rn := m.startRenewer(r, key, fp, tok, cancel)
+	rn := m.startRenewer(r, key, fp, tok, cancel, claimed)
 	tw := &teeWriter{w: w, policy: &m.headers, max: m.maxResponse}
 
 	finished := false
@@ -111,7 +123,7 @@ type renewer struct {
 	key, fp string
 	tok     store.Token
 	cancel  context.CancelCauseFunc
-	renewed time.Time // when the lease was last extended (by the claim or a renewal)
+	renewed time.Time // when the claim or renewal that last extended the lease was sent
 
 	mu      sync.Mutex
 	t       *time.Timer
@@ -119,10 +131,12 @@ type renewer struct {
 	lost    bool
 }
 
-func (m *middleware) startRenewer(r *http.Request, key, fp string, tok store.Token, cancel context.CancelCauseFunc) *renewer {
-	rn := &renewer{m: m, r: r, key: key, fp: fp, tok: tok, cancel: cancel, renewed: time.Now()}
+func (m *middleware) startRenewer(r *http.Request, key, fp string, tok store.Token, cancel context.CancelCauseFunc, claimed time.Time) *renewer {
+	// The lease runs from when the store applied the claim, at the latest
+	// from when the claim was sent: count from there, not from its reply.
+	rn := &renewer{m: m, r: r, key: key, fp: fp, tok: tok, cancel: cancel, renewed: claimed}
 	rn.mu.Lock()
-	rn.t = time.AfterFunc(m.lease/2, rn.renew)
+	rn.t = time.AfterFunc(max(m.lease/2-time.Since(claimed), time.Millisecond), rn.renew)
 	rn.mu.Unlock()
 	return rn
 }
@@ -146,11 +160,12 @@ func (rn *renewer) renew() {
 	// Bounded, unlike Complete: stop waits for a renewal in flight, and a
 	// renewal that takes half a lease is too late anyway.
 	ctx, done := context.WithTimeout(afterCtx(rn.r), m.lease/2)
+	sent := time.Now()
 	c, err := m.store.Claim(ctx, rn.key, rn.fp, rn.tok, m.lease)
 	done()
 	switch {
 	case err == nil && c.Outcome == store.Acquired:
-		rn.renewed = time.Now()
+		rn.renewed = sent
 		m.emit(Event{Kind: Renewed, Request: rn.r, Key: rn.key})
 		rn.t.Reset(m.lease / 2)
 	case err == nil:

@@ -201,3 +201,35 @@ func TestTxSlowHandlerRenewsBeforeComplete(t *testing.T) {
 	assert.Equal(t, []string{"slow payment"}, s.committed())
 	assert.Equal(t, "true", serve(mw, newReq(`{}`, "k")).Header().Get(httpidem.ReplayedHeader))
 }
+
+// TestSlowClaimDoesNotRunHandler: a claim whose round trip takes half the
+// lease or more may return a lease that has already lapsed (a slow store);
+// the handler must not run on it, or a retry could run it a second time.
+func TestSlowClaimDoesNotRunHandler(t *testing.T) {
+	const lease = 40 * time.Millisecond
+	s := newFakeStore()
+	slow := true
+	s.onClaim = func(string, store.Token) {
+		if slow {
+			time.Sleep(lease / 2) // the store is the slow subject here
+		}
+	}
+	ran := 0
+	var ev events
+	mw := httpidem.New(s, httpidem.WithLease(lease), httpidem.WithHook(ev.hook))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ran++
+		w.WriteHeader(201)
+	}))
+	w := serve(mw, newReq(`{}`, "k"))
+	assert.Equal(t, http.StatusServiceUnavailable, w.Code)
+	assert.Contains(t, w.Body.String(), httpidem.CodeStoreUnavailable)
+	assert.Zero(t, ran, "the handler did not run on a lease that may have lapsed")
+	_, err := s.Get(context.Background(), mustScoped(t, "k"))
+	assert.ErrorIs(t, err, store.ErrNotFound, "the key was released")
+	assert.Equal(t, []httpidem.EventKind{httpidem.Released, httpidem.StoreError}, ev.kinds())
+
+	slow = false
+	w = serve(mw, newReq(`{}`, "k"))
+	assert.Equal(t, 201, w.Code)
+	assert.Equal(t, 1, ran)
+}

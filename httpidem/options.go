@@ -100,7 +100,10 @@ func WithFingerprinter(f *keyer.Fingerprinter) Option {
 // WithLease sets how long a claim holds the key while the handler runs
 // (default 30s). In lease mode the middleware renews it every half lease
 // while the handler runs, so the lease only needs to outlast a stall of the
-// process, not the longest request. Non-positive values keep the default.
+// process, not the longest request. It must also outlast the store's round
+// trips: in lease mode a claim that takes half the lease or more is released
+// and answered 503 without running the handler, since its lease may lapse
+// before the response is stored. Non-positive values keep the default.
 func WithLease(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {

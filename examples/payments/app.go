@@ -65,7 +65,7 @@ func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describ
 	if cfg.hook != nil {
 		opts = append(opts, httpidem.WithHook(cfg.hook))
 	}
-	a.idem = httpidem.New(st, opts...)
+	a.idem = httpidem.New(st, append(opts, cfg.extra...)...)
 	return a
 }
 

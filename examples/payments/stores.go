@@ -31,7 +31,8 @@ type config struct {
 	KeysTable     string // SQL stores: the idemkit table ("" = the store's default)
 	RedisPrefix   string // Redis: key prefix ("" = the store's default)
 
-	hook func(httpidem.Event) // tests observe the middleware
+	hook  func(httpidem.Event) // tests observe the middleware
+	extra []httpidem.Option    // tests add middleware options (a short lease)
 }
 
 func defaultConfig() config {
