@@ -143,11 +143,13 @@ func (m *middleware) afterTx(w http.ResponseWriter, r *http.Request, key string,
 	case r.Context().Err() != nil:
 		m.emit(Event{Kind: Released, Request: r, Key: key, Reason: "client disconnected; transaction rolled back"})
 	default:
-		// Complete or the commit failed: the transaction did not commit,
-		// so the handler's response must not reach the client.
+		// Complete or the commit failed. The transaction did not commit,
+		// or (when the reply to COMMIT was lost) nobody knows whether it
+		// did; either way the handler's response must not reach the client,
+		// and a retry with the same key replays or runs it, whichever is true.
 		m.emit(Event{Kind: StoreError, Request: r, Key: key, Status: run.status, Err: err})
-		m.logger.ErrorContext(r.Context(), "httpidem: transaction failed after the handler ran; rolled back", "key", key, "status", run.status, "err", err)
+		m.logger.ErrorContext(r.Context(), "httpidem: transaction failed after the handler ran; not committed, or its outcome is unknown", "key", key, "status", run.status, "err", err)
 		writeProblem(w, http.StatusServiceUnavailable, CodeStoreUnavailable,
-			"The request could not be committed and was rolled back. Retry with the same key.", 1)
+			"The request may not have been committed. Retry with the same key: a committed request is replayed, one that was not runs again.", 1)
 	}
 }

@@ -118,12 +118,13 @@ func open(ctx context.Context, cfg config, logger *slog.Logger) (*app, error) {
 		if cfg.RedisAddr == "" {
 			return fail(fmt.Errorf("-store redis needs -redis host:port or IDEMKIT_REDIS_ADDR"))
 		}
-		client := goredis.NewClient(&goredis.Options{Addr: cfg.RedisAddr})
+		// ContextTimeoutEnabled: a request's cancelled context ends its Redis call.
+		client := goredis.NewClient(&goredis.Options{Addr: cfg.RedisAddr, ContextTimeoutEnabled: true})
 		closers = append(closers, func() { client.Close() })
 		if err := client.Ping(ctx).Err(); err != nil {
 			return fail(fmt.Errorf("redis %s: %w", cfg.RedisAddr, err))
 		}
-		var opts []redis.Option
+		opts := []redis.Option{redis.WithLogger(logger)}
 		if cfg.RedisPrefix != "" {
 			opts = append(opts, redis.WithPrefix(cfg.RedisPrefix))
 		}
