@@ -121,87 +121,105 @@ var benchWorkers = []int{1, 16}
 // On a busy machine the server's load drifts more between two benchmarks
 // than the Store costs; BenchmarkPaired, which interleaves the two, gives the
 // steadier ratio.
+// The operations the benchmarks time, each as a function of the operation's
+// index i: a Claim+Complete of a new key and a replay of a preloaded
+// completed key, through the Store and as the Store's own statements run raw.
+
+var benchResp = []byte(`{"id":42}`)
+
+// newPrefix returns a key prefix unique to one benchmark run.
+func newPrefix(kind string) string {
+	return kind + "-" + strconv.FormatInt(bench.run.Add(1), 10) + "-"
+}
+
+func storeClaimComplete(s *Store, prefix string) func(i int) error {
+	return func(i int) error {
+		ctx := context.Background()
+		key, tok := prefix+strconv.Itoa(i), store.NewToken()
+		c, err := s.Claim(ctx, key, "fp", tok, time.Minute)
+		if err != nil {
+			return err
+		}
+		if c.Outcome != store.Acquired {
+			return fmt.Errorf("claim %s: %v", key, c.Outcome)
+		}
+		return s.Complete(ctx, key, tok, benchResp, time.Hour)
+	}
+}
+
+func storeReplay(s *Store) func(i int) error {
+	return func(i int) error {
+		c, err := s.Claim(context.Background(), "pre-"+strconv.Itoa(i%benchRows), "fp", store.NewToken(), time.Minute)
+		if err == nil && c.Outcome != store.Completed {
+			err = fmt.Errorf("replay: %v", c.Outcome)
+		}
+		return err
+	}
+}
+
+// rawClaim runs the Store's claim statement and scans its row, as Claim does.
+func rawClaim(s *Store, key string, tok store.Token) (inserted bool, err error) {
+	var (
+		r   row
+		now time.Time
+	)
+	err = s.db.QueryRow(context.Background(), s.sql.claim, key, "fp", string(tok), interval(time.Minute)).
+		Scan(&r.fingerprint, &r.token, &r.status, &r.response, &r.expiresAt, &inserted, &now)
+	return inserted, err
+}
+
+func rawClaimComplete(s *Store, prefix string) func(i int) error {
+	retention := interval(time.Hour)
+	return func(i int) error {
+		key, tok := prefix+strconv.Itoa(i), store.NewToken()
+		inserted, err := rawClaim(s, key, tok)
+		if err != nil {
+			return err
+		}
+		if !inserted {
+			return fmt.Errorf("raw claim %s: not inserted", key)
+		}
+		tag, err := s.db.Exec(context.Background(), s.sql.complete, key, string(tok), benchResp, retention)
+		if err == nil && tag.RowsAffected() != 1 {
+			err = fmt.Errorf("raw complete %s: %d rows", key, tag.RowsAffected())
+		}
+		return err
+	}
+}
+
+func rawReplay(s *Store) func(i int) error {
+	return func(i int) error {
+		inserted, err := rawClaim(s, "pre-"+strconv.Itoa(i%benchRows), store.NewToken())
+		if err == nil && inserted {
+			err = fmt.Errorf("raw replay inserted")
+		}
+		return err
+	}
+}
+
 func BenchmarkPostgres(b *testing.B) {
-	ctx := context.Background()
 	for _, w := range benchWorkers {
 		b.Run(fmt.Sprintf("ClaimComplete/workers=%d", w), func(b *testing.B) {
 			s := benchStore(b)
-			prefix := "new-" + strconv.FormatInt(bench.run.Add(1), 10) + "-"
-			resp := []byte(`{"id":42}`)
-			runWorkers(b, w, func(i int) error {
-				key, tok := prefix+strconv.Itoa(i), store.NewToken()
-				c, err := s.Claim(ctx, key, "fp", tok, time.Minute)
-				if err != nil {
-					return err
-				}
-				if c.Outcome != store.Acquired {
-					return fmt.Errorf("claim %s: %v", key, c.Outcome)
-				}
-				return s.Complete(ctx, key, tok, resp, time.Hour)
-			})
+			runWorkers(b, w, storeClaimComplete(s, newPrefix("new")))
 		})
 		b.Run(fmt.Sprintf("Replay/workers=%d", w), func(b *testing.B) {
 			s := benchStore(b)
-			runWorkers(b, w, func(i int) error {
-				c, err := s.Claim(ctx, "pre-"+strconv.Itoa(i%benchRows), "fp", store.NewToken(), time.Minute)
-				if err != nil {
-					return err
-				}
-				if c.Outcome != store.Completed {
-					return fmt.Errorf("replay: %v", c.Outcome)
-				}
-				return nil
-			})
+			runWorkers(b, w, storeReplay(s))
 		})
 	}
 }
 
 func BenchmarkRaw(b *testing.B) {
 	ctx := context.Background()
-	// rawClaim runs the Store's claim statement and scans its row, as Claim does.
-	rawClaim := func(s *Store, key string, tok store.Token) (inserted bool, err error) {
-		var (
-			fp, token string
-			status    int16
-			response  []byte
-			expires   time.Time
-			now       time.Time
-		)
-		err = s.db.QueryRow(ctx, s.sql.claim, key, "fp", string(tok), interval(time.Minute)).
-			Scan(&fp, &token, &status, &response, &expires, &inserted, &now)
-		return inserted, err
-	}
 	for _, w := range benchWorkers {
 		b.Run(fmt.Sprintf("ClaimComplete/workers=%d", w), func(b *testing.B) {
 			s := benchStore(b)
-			prefix := "raw-" + strconv.FormatInt(bench.run.Add(1), 10) + "-"
-			resp := []byte(`{"id":42}`)
-			retention := interval(time.Hour)
-			runWorkers(b, w, func(i int) error {
-				key, tok := prefix+strconv.Itoa(i), store.NewToken()
-				inserted, err := rawClaim(s, key, tok)
-				if err != nil {
-					return err
-				}
-				if !inserted {
-					return fmt.Errorf("raw claim %s: not inserted", key)
-				}
-				tag, err := s.db.Exec(ctx, s.sql.complete, key, string(tok), resp, retention)
-				if err == nil && tag.RowsAffected() != 1 {
-					err = fmt.Errorf("raw complete %s: %d rows", key, tag.RowsAffected())
-				}
-				return err
-			})
+			runWorkers(b, w, rawClaimComplete(s, newPrefix("raw")))
 		})
 		b.Run(fmt.Sprintf("Replay/workers=%d", w), func(b *testing.B) {
 			s := benchStore(b)
-			runWorkers(b, w, func(i int) error {
-				inserted, err := rawClaim(s, "pre-"+strconv.Itoa(i%benchRows), store.NewToken())
-				if err == nil && inserted {
-					err = fmt.Errorf("raw replay inserted")
-				}
-				return err
-			})
+			runWorkers(b, w, rawReplay(s))
 		})
 		// The one-statement claim other libraries use: a replay through
 		// ON CONFLICT DO UPDATE, which writes a row version (and WAL, and a
@@ -276,59 +294,15 @@ func runPaired(b *testing.B, workers int, storeOp, rawOp func(i int) error) {
 // statements in one run and reports the Store's throughput relative to raw
 // (the store/raw metric; the target is at least 0.9).
 func BenchmarkPaired(b *testing.B) {
-	ctx := context.Background()
 	for _, w := range benchWorkers {
 		b.Run(fmt.Sprintf("ClaimComplete/workers=%d", w), func(b *testing.B) {
 			s := benchStore(b)
-			prefix := "pair-" + strconv.FormatInt(bench.run.Add(1), 10) + "-"
-			resp := []byte(`{"id":42}`)
-			retention := interval(time.Hour)
-			runPaired(b, w, func(i int) error {
-				key, tok := prefix+strconv.Itoa(i), store.NewToken()
-				c, err := s.Claim(ctx, key, "fp", tok, time.Minute)
-				if err != nil {
-					return err
-				}
-				if c.Outcome != store.Acquired {
-					return fmt.Errorf("claim %s: %v", key, c.Outcome)
-				}
-				return s.Complete(ctx, key, tok, resp, time.Hour)
-			}, func(i int) error {
-				key, tok := prefix+strconv.Itoa(i), store.NewToken()
-				var (
-					r        row
-					inserted bool
-					now      time.Time
-				)
-				err := s.db.QueryRow(ctx, s.sql.claim, key, "fp", string(tok), interval(time.Minute)).
-					Scan(&r.fingerprint, &r.token, &r.status, &r.response, &r.expiresAt, &inserted, &now)
-				if err != nil {
-					return err
-				}
-				tag, err := s.db.Exec(ctx, s.sql.complete, key, string(tok), resp, retention)
-				if err == nil && tag.RowsAffected() != 1 {
-					err = fmt.Errorf("raw complete %s: %d rows", key, tag.RowsAffected())
-				}
-				return err
-			})
+			prefix := newPrefix("pair")
+			runPaired(b, w, storeClaimComplete(s, prefix+"s"), rawClaimComplete(s, prefix+"r"))
 		})
 		b.Run(fmt.Sprintf("Replay/workers=%d", w), func(b *testing.B) {
 			s := benchStore(b)
-			runPaired(b, w, func(i int) error {
-				c, err := s.Claim(ctx, "pre-"+strconv.Itoa(i%benchRows), "fp", store.NewToken(), time.Minute)
-				if err == nil && c.Outcome != store.Completed {
-					err = fmt.Errorf("replay: %v", c.Outcome)
-				}
-				return err
-			}, func(i int) error {
-				var (
-					r        row
-					inserted bool
-					now      time.Time
-				)
-				return s.db.QueryRow(ctx, s.sql.claim, "pre-"+strconv.Itoa(i%benchRows), "fp", string(store.NewToken()), interval(time.Minute)).
-					Scan(&r.fingerprint, &r.token, &r.status, &r.response, &r.expiresAt, &inserted, &now)
-			})
+			runPaired(b, w, storeReplay(s), rawReplay(s))
 		})
 	}
 }
