@@ -219,70 +219,140 @@ var benchCases = []struct {
 	ops  benchOps
 }{
 	{"ClaimComplete", func(b *testing.B, c *goredis.Client, prefix string) (func(int) error, func(int) error) {
-		ctx := context.Background()
-		s := New(c, WithPrefix(prefix), WithEvictionCheck(false))
-		tok := store.NewToken()
-		storeKeys, rawKeys := runKeys(""), runKeys(prefix)
-		leaseMs, retentionMs := millis(benchLease), millis(benchRetention)
-		inProgress := encode(statusInProgress, tok, "fp", time.Now().Add(benchLease).UnixMilli(), nil)
-		expires := encodeTime(time.Now().Add(benchRetention).UnixMilli())
-		return func(i int) error {
-				key := storeKeys + strconv.Itoa(i)
-				cl, err := s.Claim(ctx, key, "fp", tok, benchLease)
-				if err != nil {
-					return err
-				}
-				if cl.Outcome != store.Acquired {
-					return fmt.Errorf("claim %s: %v", key, cl.Outcome)
-				}
-				return s.Complete(ctx, key, tok, benchResponse, benchRetention)
-			}, func(i int) error {
-				key := rawKeys + strconv.Itoa(i)
-				if err := c.Do(ctx, "set", key, inProgress, "nx", "get", "px", leaseMs).Err(); err != goredis.Nil {
-					return fmt.Errorf("claim %s: %v", key, err)
-				}
-				n, err := completeScript.EvalSha(ctx, c, []string{key}, string(tok), expires, benchResponse, retentionMs).Int64()
-				if err != nil || n != 1 {
-					return fmt.Errorf("complete %s: %d, %v", key, n, err)
-				}
-				return nil
-			}
+		return claimCompleteOps(b, c, prefix, benchResponse)
 	}},
 	{"Replay", func(b *testing.B, c *goredis.Client, prefix string) (func(int) error, func(int) error) {
+		return replayOps(b, c, prefix, benchResponse)
+	}},
+	{"Contended", func(b *testing.B, c *goredis.Client, prefix string) (func(int) error, func(int) error) {
+		// Every worker claims one key that another token holds, as a herd
+		// of duplicates of a request in flight does.
 		ctx := context.Background()
 		s := New(c, WithPrefix(prefix), WithEvictionCheck(false))
-		tok, other := store.NewToken(), store.NewToken()
-		key := runKeys("") + "replay"
-		if _, err := s.Claim(ctx, key, "fp", tok, benchLease); err != nil {
+		key := runKeys("") + "hot"
+		if _, err := s.Claim(ctx, key, "fp", store.NewToken(), time.Hour); err != nil {
 			b.Fatal(err)
 		}
-		if err := s.Complete(ctx, key, tok, benchResponse, benchRetention); err != nil {
+		rawKey := runKeys(prefix) + "hot"
+		held := encode(statusInProgress, store.NewToken(), "fp", time.Now().Add(time.Hour).UnixMilli(), nil)
+		if err := c.Set(ctx, rawKey, held, time.Hour).Err(); err != nil {
 			b.Fatal(err)
 		}
-		rawKey := runKeys(prefix) + "replay"
-		completed := encode(statusCompleted, tok, "fp", time.Now().Add(benchRetention).UnixMilli(), benchResponse)
-		if err := c.Set(ctx, rawKey, completed, benchRetention).Err(); err != nil {
-			b.Fatal(err)
-		}
-		otherVal := encode(statusInProgress, other, "fp", time.Now().Add(benchLease).UnixMilli(), nil)
+		tok := store.NewToken()
+		otherVal := encode(statusInProgress, tok, "fp", time.Now().Add(benchLease).UnixMilli(), nil)
 		leaseMs := millis(benchLease)
 		return func(int) error {
-				cl, err := s.Claim(ctx, key, "fp", other, benchLease)
-				if err != nil {
-					return err
+				cl, err := s.Claim(ctx, key, "fp", tok, benchLease)
+				if err == nil && cl.Outcome != store.InProgress {
+					err = fmt.Errorf("contended: %v", cl.Outcome)
 				}
-				if cl.Outcome != store.Completed || len(cl.Record.Response) != len(benchResponse) {
-					return fmt.Errorf("replay: %v", cl.Outcome)
-				}
-				return nil
+				return err
 			}, func(int) error {
 				v, err := c.Do(ctx, "set", rawKey, otherVal, "nx", "get", "px", leaseMs).Text()
-				if err != nil || len(v) != len(completed) {
-					return fmt.Errorf("replay: %d bytes, %v", len(v), err)
+				if err != nil || len(v) != len(held) {
+					return fmt.Errorf("raw contended: %d bytes, %v", len(v), err)
 				}
 				return nil
 			}
 	}},
+	{"Cycle1MiB", func(b *testing.B, c *goredis.Client, prefix string) (func(int) error, func(int) error) {
+		storeOp, rawOp := claimCompleteOps(b, c, prefix, bigResponse)
+		return everyNth(storeOp), everyNth(rawOp)
+	}},
+	{"Replay1MiB", func(b *testing.B, c *goredis.Client, prefix string) (func(int) error, func(int) error) {
+		storeOp, rawOp := replayOps(b, c, prefix, bigResponse)
+		return everyNth(storeOp), everyNth(rawOp)
+	}},
+}
+
+// bigResponse is the 1 MiB response of the *1MiB cases.
+var bigResponse = func() []byte {
+	b := make([]byte, 1<<20)
+	for i := range b {
+		b[i] = byte('a' + i%26)
+	}
+	return b
+}()
+
+// bigEvery: the 1 MiB cases do one real operation for every bigEvery
+// iterations (the others return at once, on both sides alike), so one
+// -benchtime suits every case.
+const bigEvery = 16
+
+func everyNth(op func(int) error) func(int) error {
+	return func(i int) error {
+		if i%bigEvery != 0 {
+			return nil
+		}
+		return op(i)
+	}
+}
+
+func claimCompleteOps(b *testing.B, c *goredis.Client, prefix string, resp []byte) (func(int) error, func(int) error) {
+	ctx := context.Background()
+	s := New(c, WithPrefix(prefix), WithEvictionCheck(false))
+	tok := store.NewToken()
+	storeKeys, rawKeys := runKeys(""), runKeys(prefix)
+	leaseMs, retentionMs := millis(benchLease), millis(benchRetention)
+	inProgress := encode(statusInProgress, tok, "fp", time.Now().Add(benchLease).UnixMilli(), nil)
+	expires := encodeTime(time.Now().Add(benchRetention).UnixMilli())
+	return func(i int) error {
+			key := storeKeys + strconv.Itoa(i)
+			cl, err := s.Claim(ctx, key, "fp", tok, benchLease)
+			if err != nil {
+				return err
+			}
+			if cl.Outcome != store.Acquired {
+				return fmt.Errorf("claim %s: %v", key, cl.Outcome)
+			}
+			return s.Complete(ctx, key, tok, resp, benchRetention)
+		}, func(i int) error {
+			key := rawKeys + strconv.Itoa(i)
+			if err := c.Do(ctx, "set", key, inProgress, "nx", "get", "px", leaseMs).Err(); err != goredis.Nil {
+				return fmt.Errorf("claim %s: %v", key, err)
+			}
+			n, err := completeScript.EvalSha(ctx, c, []string{key}, string(tok), expires, resp, retentionMs).Int64()
+			if err != nil || n != 1 {
+				return fmt.Errorf("complete %s: %d, %v", key, n, err)
+			}
+			return nil
+		}
+}
+
+func replayOps(b *testing.B, c *goredis.Client, prefix string, resp []byte) (func(int) error, func(int) error) {
+	ctx := context.Background()
+	s := New(c, WithPrefix(prefix), WithEvictionCheck(false))
+	tok, other := store.NewToken(), store.NewToken()
+	key := runKeys("") + "replay"
+	if _, err := s.Claim(ctx, key, "fp", tok, benchLease); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Complete(ctx, key, tok, resp, benchRetention); err != nil {
+		b.Fatal(err)
+	}
+	rawKey := runKeys(prefix) + "replay"
+	completed := encode(statusCompleted, tok, "fp", time.Now().Add(benchRetention).UnixMilli(), resp)
+	if err := c.Set(ctx, rawKey, completed, benchRetention).Err(); err != nil {
+		b.Fatal(err)
+	}
+	otherVal := encode(statusInProgress, other, "fp", time.Now().Add(benchLease).UnixMilli(), nil)
+	leaseMs := millis(benchLease)
+	return func(int) error {
+			cl, err := s.Claim(ctx, key, "fp", other, benchLease)
+			if err != nil {
+				return err
+			}
+			if cl.Outcome != store.Completed || len(cl.Record.Response) != len(resp) {
+				return fmt.Errorf("replay: %v", cl.Outcome)
+			}
+			return nil
+		}, func(int) error {
+			v, err := c.Do(ctx, "set", rawKey, otherVal, "nx", "get", "px", leaseMs).Text()
+			if err != nil || len(v) != len(completed) {
+				return fmt.Errorf("replay: %d bytes, %v", len(v), err)
+			}
+			return nil
+		}
 }
 
 // BenchmarkPaired runs the store's op and the raw op alternately in every
