@@ -2,6 +2,9 @@ package store_test
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -84,6 +87,106 @@ func TestStrings(t *testing.T) {
 	} {
 		if tt.got != tt.want {
 			t.Errorf("String() = %q, want %q", tt.got, tt.want)
+		}
+	}
+}
+
+// TestNewTokenBits checks that every one of the 128 bits varies: a
+// token's 26 characters carry 130 bits, the first two always zero, so the
+// first character (3 bits) is one of A-H and every other position takes all
+// 32 values over enough tokens.
+func TestNewTokenBits(t *testing.T) {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+	var seen [26][32]bool
+	for range 4000 {
+		tok := store.NewToken()
+		if len(tok) != 26 {
+			t.Fatalf("NewToken() = %q: %d characters, want 26", tok, len(tok))
+		}
+		for i := range len(tok) {
+			j := strings.IndexByte(alphabet, tok[i])
+			if j < 0 {
+				t.Fatalf("NewToken() = %q: %q is not base32", tok, tok[i])
+			}
+			seen[i][j] = true
+		}
+	}
+	for i := range seen {
+		want := 32
+		if i == 0 {
+			want = 8
+		}
+		n := 0
+		for j, ok := range seen[i] {
+			if ok {
+				n++
+			} else if j < want {
+				t.Errorf("position %d never took %q", i, alphabet[j])
+			}
+		}
+		if n != want {
+			t.Errorf("position %d took %d distinct values, want %d", i, n, want)
+		}
+	}
+}
+
+// TestNewTokenConcurrent draws tokens on many goroutines at once (the
+// generator keeps a state per thread) and finds no repeat.
+func TestNewTokenConcurrent(t *testing.T) {
+	const goroutines, each = 8, 2000
+	out := make(chan []store.Token, goroutines)
+	for range goroutines {
+		go func() {
+			ts := make([]store.Token, each)
+			for i := range ts {
+				ts[i] = store.NewToken()
+			}
+			out <- ts
+		}()
+	}
+	seen := map[store.Token]bool{}
+	for range goroutines {
+		for _, tok := range <-out {
+			if seen[tok] {
+				t.Fatalf("NewToken() repeated %q", tok)
+			}
+			seen[tok] = true
+		}
+	}
+}
+
+// TestNewTokenAcrossProcesses runs this test binary twice more, each
+// printing tokens, and checks that the processes share none: each process
+// keys its generator from the system's entropy, so none repeats another's
+// sequence.
+func TestNewTokenAcrossProcesses(t *testing.T) {
+	if os.Getenv("IDEMKIT_PRINT_TOKENS") == "1" {
+		for range 500 {
+			fmt.Println(store.NewToken())
+		}
+		return
+	}
+	seen := map[string]int{}
+	for p := range 2 {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestNewTokenAcrossProcesses$")
+		cmd.Env = append(os.Environ(), "IDEMKIT_PRINT_TOKENS=1")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("child process: %v", err)
+		}
+		n := 0
+		for _, line := range strings.Fields(string(out)) {
+			if len(line) != 26 {
+				continue // the test runner's own lines
+			}
+			if q, dup := seen[line]; dup {
+				t.Fatalf("token %s from process %d repeats one from process %d", line, p, q)
+			}
+			seen[line] = p
+			n++
+		}
+		if n != 500 {
+			t.Fatalf("child process %d printed %d tokens, want 500", p, n)
 		}
 	}
 }
