@@ -26,3 +26,19 @@ func Example_wiringABackend() {
 	}
 	_ = testConformance
 }
+
+// RunBenchmarks measures any backend with the benchmarks this module's
+// backends run (Cycle, Replay, Contended). Call it from a Benchmark function
+// with a NewBench that returns the store to measure.
+func ExampleRunBenchmarks() {
+	benchmarkStore := func(b *testing.B) { // func BenchmarkStore(b *testing.B) in your _test.go file
+		storetest.RunBenchmarks(b, storetest.Harness{
+			NewBench: func(b *testing.B) storetest.Subject {
+				s := memory.New()
+				b.Cleanup(func() { s.Close() })
+				return storetest.Subject{Store: s}
+			},
+		})
+	}
+	_ = benchmarkStore
+}

@@ -18,6 +18,12 @@ type Harness struct {
 	// register cleanup with t.Cleanup and fail with t.Fatal.
 	New func(t *testing.T) Subject
 
+	// NewBench returns the store for one benchmark of RunBenchmarks, as New
+	// does for a subtest. It may return a store shared by several
+	// benchmarks (a preloaded table, say): the benchmarks' keys are unique
+	// to each run. Only RunBenchmarks needs it.
+	NewBench func(b *testing.B) Subject
+
 	// ShortLease is the lease the suite uses when it must wait for a lease or
 	// retention to run out on the real clock (Subject.Clock is nil).
 	// Default 300ms. With a Clock the suite advances it instead of sleeping.
