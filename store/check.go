@@ -53,6 +53,9 @@ func checkKeyToken(key string, token Token) error {
 }
 
 func checkText(what, s string, max int, emptyOK bool) error {
+	if len(s) <= max && (len(s) > 0 || emptyOK) && plainASCII(s) {
+		return nil // the common case, in one pass
+	}
 	switch {
 	case s == "" && !emptyOK:
 		return fmt.Errorf("%w: empty %s", ErrInvalid, what)
@@ -71,4 +74,25 @@ func checkDuration(what string, d time.Duration) error {
 		return fmt.Errorf("%w: %s %v is not positive", ErrInvalid, what, d)
 	}
 	return nil
+}
+
+// plainASCII reports whether s is ASCII without NUL bytes, which makes it
+// valid UTF-8 without NUL, in one pass, eight bytes at a time.
+func plainASCII(s string) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		v := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		// A byte >= 0x80 sets its top bit; a zero byte makes (v-lo)&^v set it.
+		if (v|(v-lo)&^v)&hi != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; c == 0 || c >= 0x80 {
+			return false
+		}
+	}
+	return true
 }

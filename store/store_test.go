@@ -190,3 +190,29 @@ func TestNewTokenAcrossProcesses(t *testing.T) {
 		}
 	}
 }
+
+// TestChecksEveryPosition puts a NUL, a byte of invalid UTF-8 and a valid
+// multi-byte character at every position of keys of several lengths (the
+// check reads eight bytes at a time): the first two are rejected wherever
+// they are, the third accepted.
+func TestChecksEveryPosition(t *testing.T) {
+	for n := 1; n <= 20; n++ {
+		for i := range n {
+			base := []byte(strings.Repeat("k", n))
+			for _, c := range []struct {
+				name string
+				put  string
+				ok   bool
+			}{{"NUL", "\x00", false}, {"invalid UTF-8", "\xff", false}, {"é", "é", true}} {
+				key := string(base[:i]) + c.put + string(base[i+1:])
+				err := store.CheckKey(key)
+				if c.ok && err != nil {
+					t.Errorf("CheckKey(%q) = %v, want nil", key, err)
+				}
+				if !c.ok && !errors.Is(err, store.ErrInvalid) {
+					t.Errorf("CheckKey(%q) with %s at %d = %v, want ErrInvalid", key, c.name, i, err)
+				}
+			}
+		}
+	}
+}

@@ -119,7 +119,6 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 	}
 	sh := s.shard(key)
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	now := s.clock()
 	e, live := sh.get(key, now)
 	var out store.Outcome
@@ -139,6 +138,9 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 	default:
 		out = store.InProgress
 	}
+	sh.mu.Unlock()
+	// e is a copy and its response is never written after Complete stored
+	// it, so the record (and its copy of the response) is built unlocked.
 	return store.Claim{Outcome: out, Record: e.record(key)}, nil
 }
 
@@ -150,19 +152,23 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memory: complete: %w", err)
 	}
+	// Copied before taking the lock; never written again once stored, so
+	// readers may copy it out after unlocking.
+	resp := bytes.Clone(response)
 	sh := s.shard(key)
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	now := s.clock()
 	e, live := sh.get(key, now)
 	if !live || e.token != token {
+		sh.mu.Unlock()
 		return fmt.Errorf("memory: complete %q: %w", key, store.ErrLeaseLost)
 	}
 	e.status = store.StatusCompleted
-	e.response = bytes.Clone(response)
+	e.response = resp
 	e.lockedUntil = 0
 	e.expiresAt = addNanos(now, retention)
 	sh.m[key] = e
+	sh.mu.Unlock()
 	return nil
 }
 
@@ -193,8 +199,8 @@ func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
 	}
 	sh := s.shard(key)
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
 	e, live := sh.get(key, s.clock())
+	sh.mu.Unlock()
 	if !live {
 		return store.Record{}, fmt.Errorf("memory: get %q: %w", key, store.ErrNotFound)
 	}

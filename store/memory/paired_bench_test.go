@@ -19,8 +19,9 @@ import (
 // pairedRound operations per worker, the Store's round and raw's round one
 // after the other (the order swapping every round), so both meet the same
 // load. It reports store/raw, the Store's throughput relative to raw's.
-// Each Store operation starts with store.NewToken, as every caller's claim
-// does (httpidem, dedup); raw uses a fixed token. cmd/idembench runs it:
+// Each operation on both sides starts with store.NewToken, as every claim
+// does (httpidem, dedup): a claim needs an owner whatever stores it.
+// cmd/idembench runs it:
 //
 //	go test -run '^$' -bench Paired -benchtime 200000x -count 5 ./store/memory/
 func BenchmarkPaired(b *testing.B) {
@@ -50,10 +51,11 @@ func BenchmarkPaired(b *testing.B) {
 					return s.Complete(ctx, k, tok, resp, time.Nanosecond)
 				}, func(w, i int) error {
 					k := ks[(w<<12+i)&(1<<16-1)]
-					if _, ok := r.claim(k, "fp", "raw-token", time.Minute); !ok {
+					tok := string(store.NewToken())
+					if _, ok := r.claim(k, "fp", tok, time.Minute); !ok {
 						return nil
 					}
-					r.complete(k, "raw-token", resp, time.Nanosecond)
+					r.complete(k, tok, resp, time.Nanosecond)
 					return nil
 				}
 		}},
@@ -80,7 +82,7 @@ func BenchmarkPaired(b *testing.B) {
 					}
 					return nil
 				}, func(w, i int) error {
-					e, ok := r.claim(ks[(w<<8+i)&1023], "fp", "raw-token", time.Minute)
+					e, ok := r.claim(ks[(w<<8+i)&1023], "fp", string(store.NewToken()), time.Minute)
 					if ok || len(e.response) != len(resp) {
 						return fmt.Errorf("raw replay: acquired %v", ok)
 					}
@@ -100,7 +102,7 @@ func BenchmarkPaired(b *testing.B) {
 					}
 					return err
 				}, func(w, i int) error {
-					if _, ok := r.claim("hot", "fp", "raw-token", time.Minute); ok {
+					if _, ok := r.claim("hot", "fp", string(store.NewToken()), time.Minute); ok {
 						return fmt.Errorf("raw contended: acquired")
 					}
 					return nil
