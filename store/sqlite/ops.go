@@ -65,18 +65,31 @@ func (r runner) write(ctx context.Context, id stmtID, args ...any) (int64, error
 	return res.RowsAffected()
 }
 
-// row runs a statement that reads one row.
-func (r runner) row(ctx context.Context, id stmtID, args ...any) (*sql.Row, error) {
+// record runs a statement that reads key's row (stmtRead or stmtGet) and
+// scans it; no row is store.ErrNotFound. Outside a transaction at most
+// cap(s.reads) run at once, so a crowd of readers cannot grow the pool
+// without bound or keep the writer from a connection.
+func (r runner) record(ctx context.Context, id stmtID, key string, args ...any) (store.Record, error) {
+	if r.tx == nil {
+		select {
+		case r.s.reads <- struct{}{}:
+			defer func() { <-r.s.reads }()
+		case <-ctx.Done():
+			return store.Record{}, ctx.Err()
+		}
+	}
 	st, err := r.stmt(ctx, id)
 	if err != nil {
-		return nil, err
+		return store.Record{}, err
 	}
-	return st.QueryRowContext(ctx, args...), nil
+	return scanRecord(st.QueryRowContext(ctx, args...), key)
 }
 
-// Claim tries to take key for token; see store.Store. The decision is one
-// INSERT … ON CONFLICT DO UPDATE … WHERE statement; when it changes nothing the
-// record is read to report it.
+// Claim tries to take key for token; see store.Store. It reads the key
+// first and reports a live record it would not change (a replay costs one
+// SELECT and no write); otherwise the decision is one INSERT … ON CONFLICT
+// DO UPDATE … WHERE statement, and when that changes nothing the record is
+// read again to report it.
 func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.Token, lease time.Duration) (store.Claim, error) {
 	return s.runner(ctx).claim(ctx, key, fingerprint, token, lease)
 }
@@ -90,6 +103,19 @@ func (r runner) claim(ctx context.Context, key, fingerprint string, token store.
 	}
 	for range maxClaimAttempts {
 		now := micros(r.s.now())
+		// Read first: a live record the claim statement would leave as it
+		// is (a replay, a mismatch, another token's claim) is reported
+		// without a write, so it never waits for the write gate or the
+		// write lock. Only an absent or lapsed key, or the caller's own
+		// claim to renew, goes on to the write, whose ON CONFLICT … WHERE
+		// alone decides who holds the key.
+		rec, err := r.record(ctx, stmtRead, key, key)
+		switch {
+		case err == nil && micros(rec.ExpiresAt) > now && !renewable(rec, fingerprint, token):
+			return store.Claim{Outcome: outcome(rec, fingerprint, token), Record: rec}, nil
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
+		}
 		until := now + durMicros(lease)
 		n, err := r.write(ctx, stmtClaim, key, fingerprint, string(token), until, now)
 		if err != nil {
@@ -105,12 +131,8 @@ func (r runner) claim(ctx context.Context, key, fingerprint string, token store.
 				ExpiresAt:   fromMicros(until),
 			}}, nil
 		}
-		// Someone else's record, or a completed one: report it.
-		row, err := r.row(ctx, stmtRead, key)
-		if err != nil {
-			return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
-		}
-		rec, err := scanRecord(row, key)
+		// Taken in between by someone else, or completed: report it.
+		rec, err = r.record(ctx, stmtRead, key, key)
 		if errors.Is(err, store.ErrNotFound) {
 			continue // released or purged since: claim again
 		}
@@ -123,6 +145,12 @@ func (r runner) claim(ctx context.Context, key, fingerprint string, token store.
 		return store.Claim{Outcome: outcome(rec, fingerprint, token), Record: rec}, nil
 	}
 	return store.Claim{}, fmt.Errorf("sqlite: claim: the key changed under %d attempts in a row; try again", maxClaimAttempts)
+}
+
+// renewable reports whether rec is the caller's own claim in progress, which
+// Claim renews (a write) rather than reports.
+func renewable(rec store.Record, fingerprint string, token store.Token) bool {
+	return rec.Status == store.StatusInProgress && rec.Token == token && rec.Fingerprint == fingerprint
 }
 
 // outcome classifies a live record that Claim did not take.
@@ -198,11 +226,7 @@ func (r runner) get(ctx context.Context, key string) (store.Record, error) {
 	if err := store.CheckKey(key); err != nil {
 		return store.Record{}, fmt.Errorf("sqlite: get: %w", err)
 	}
-	row, err := r.row(ctx, stmtGet, key, micros(r.s.now()))
-	if err != nil {
-		return store.Record{}, fmt.Errorf("sqlite: get: %w", err)
-	}
-	rec, err := scanRecord(row, key)
+	rec, err := r.record(ctx, stmtGet, key, key, micros(r.s.now()))
 	if err != nil {
 		return store.Record{}, fmt.Errorf("sqlite: get: %w", err)
 	}

@@ -35,6 +35,9 @@ type Store struct {
 	// InTx, or Migrate (see the package doc and batch.go).
 	gate  chan struct{}
 	queue writeQueue
+	// reads bounds the reads running at once outside InTx (see
+	// runner.record): one connection fewer than the pool Open makes.
+	reads chan struct{}
 	// epoch and lastProgress (nanoseconds since epoch, on the monotonic
 	// clock) tell when a writer last finished.
 	epoch        time.Time
@@ -88,6 +91,7 @@ func newStore(db *sql.DB, o options) (*Store, error) {
 		wait:  o.busyTimeout,
 		batch: o.purgeBatch,
 		gate:  make(chan struct{}, 1),
+		reads: make(chan struct{}, max(1, o.maxConns-1)),
 		epoch: time.Now(),
 	}
 	for i := range s.stmts {
