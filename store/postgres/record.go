@@ -16,6 +16,38 @@ import (
 // Stores InTx binds to its transactions.
 type stats struct {
 	rereads atomic.Int64 // claims whose first statement found a row committed after its snapshot
+
+	// found steers Claim's choice of statement: up by one (to +foundCap)
+	// for each claim that met an existing row, down by one (to -foundCap)
+	// for each that inserted one; above zero, claims read first
+	// (statements.claimRead). Either statement is correct for any key; the
+	// choice only saves the primary-key probe the other would repeat.
+	found atomic.Int32
+	// pin, set by tests before any claim, fixes the choice: 1 always
+	// claim, 2 always claimRead.
+	pin int8
+}
+
+const foundCap = 8
+
+// readFirst reports whether recent claims mostly met existing rows.
+func (st *stats) readFirst() bool {
+	if st.pin != 0 {
+		return st.pin == 2
+	}
+	return st.found.Load() > 0
+}
+
+// claimed records what a claim met. It writes only when the score moves,
+// so a steady workload leaves the cache line shared.
+func (st *stats) claimed(existing bool) {
+	v := st.found.Load()
+	switch {
+	case existing && v < foundCap:
+		st.found.CompareAndSwap(v, v+1)
+	case !existing && v > -foundCap:
+		st.found.CompareAndSwap(v, v-1)
+	}
 }
 
 // Complete implements store.Store with one token-checked UPDATE: it stores

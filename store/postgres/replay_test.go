@@ -307,8 +307,10 @@ func TestRoundTrips(t *testing.T) {
 }
 
 // TestHotPathAllocations: the Store's replay and claim+complete allocate no
-// more than a caller running the same statements with pgx directly (the same
-// arguments, fresh scan destinations), give or take a few.
+// more than a caller running the least SQL for the same work with pgx
+// directly (one SELECT of the row; a plain INSERT … ON CONFLICT DO NOTHING
+// and the UPDATE), with the same arguments and fresh scan destinations,
+// give or take a few.
 func TestHotPathAllocations(t *testing.T) {
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, testenv.PostgresURL(t))
@@ -321,17 +323,13 @@ func TestHotPathAllocations(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Complete(ctx, key, tok, []byte(`{"id":1}`), time.Hour))
 
-	rawClaim := func(key string) bool {
-		var (
-			r        row
-			inserted bool
-			now      time.Time
-		)
-		require.NoError(t, conn.QueryRow(ctx, s.sql.claim, key, fp, string(tok), interval(time.Minute)).
-			Scan(&r.fingerprint, &r.token, &r.status, &r.response, &r.expiresAt, &inserted, &now))
-		return inserted
+	sel := `SELECT fingerprint, token, status, response, expires_at FROM ` + s.Table() + ` WHERE key = $1`
+	ins := `INSERT INTO ` + s.Table() + ` (key, fingerprint, token, status, expires_at)
+VALUES ($1, $2, $3, 1, clock_timestamp() + $4::interval) ON CONFLICT (key) DO NOTHING`
+	raw := func() {
+		var r row
+		require.NoError(t, conn.QueryRow(ctx, sel, key).Scan(&r.fingerprint, &r.token, &r.status, &r.response, &r.expiresAt))
 	}
-	raw := func() { require.False(t, rawClaim(key)) }
 	replay := func() {
 		c, err := s.Claim(ctx, key, fp, tok, time.Minute)
 		require.NoError(t, err)
@@ -341,8 +339,11 @@ func TestHotPathAllocations(t *testing.T) {
 	replay()
 	rawAllocs := testing.AllocsPerRun(50, raw)
 	storeAllocs := testing.AllocsPerRun(50, replay)
-	t.Logf("replay: Store %.0f allocations, raw statement %.0f", storeAllocs, rawAllocs)
-	require.LessOrEqual(t, storeAllocs, rawAllocs+3)
+	t.Logf("replay: Store %.0f allocations, raw SELECT %.0f", storeAllocs, rawAllocs)
+	// A claim sends three arguments the SELECT does not (fingerprint,
+	// token, lease: it inserts them when the key is absent), each boxed
+	// into an interface by pgx's ...any: three allocations, and one more.
+	require.LessOrEqual(t, storeAllocs, rawAllocs+4)
 
 	keys := make([]string, 200)
 	for i := range keys {
@@ -352,8 +353,10 @@ func TestHotPathAllocations(t *testing.T) {
 	rawCC := testing.AllocsPerRun(50, func() {
 		k := keys[n]
 		n++
-		require.True(t, rawClaim(k))
-		_, err := conn.Exec(ctx, s.sql.complete, k, string(tok), []byte("r"), interval(time.Minute))
+		tag, err := conn.Exec(ctx, ins, k, fp, string(tok), interval(time.Minute))
+		require.NoError(t, err)
+		require.EqualValues(t, 1, tag.RowsAffected())
+		_, err = conn.Exec(ctx, s.sql.complete, k, string(tok), []byte("r"), interval(time.Minute))
 		require.NoError(t, err)
 	})
 	n = 100
@@ -365,5 +368,7 @@ func TestHotPathAllocations(t *testing.T) {
 		require.NoError(t, s.Complete(ctx, k, tok, []byte("r"), time.Minute))
 	})
 	t.Logf("claim+complete: Store %.0f allocations, raw statements %.0f", storeCC, rawCC)
-	require.LessOrEqual(t, storeCC, rawCC+3)
+	// The claim reads a row back (the raw INSERT reads none): the scan's
+	// destinations, its argument slice and the timestamptz plan.
+	require.LessOrEqual(t, storeCC, rawCC+5)
 }

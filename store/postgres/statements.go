@@ -11,11 +11,20 @@ const (
 // statements holds the SQL of one Store, built once for its table.
 type statements struct {
 	// claim inserts a new key, or returns the existing row when it was
-	// committed before the statement's snapshot. No row: the conflicting
+	// committed before the statement's snapshot; its last two columns say
+	// whether it inserted and whether the row is live (on the server's
+	// clock). No row: the conflicting
 	// row was committed after it (or is gone again); read it with reread.
 	// $1 key, $2 fingerprint, $3 token, $4 lease.
 	claim string
-	// reread returns the row whatever its expiry. $1 key.
+	// claimRead is claim for a key expected to exist: it reads the row
+	// first and inserts only when there is none, so a replay probes the
+	// primary key once (claim probes it twice: the insert's conflict check,
+	// then the read) and a new key twice (claim: once). The same
+	// parameters, columns and no-row case as claim.
+	claimRead string
+	// reread returns the row whatever its expiry, and whether it is live.
+	// $1 key.
 	reread string
 	// takeover claims a row whose lease or retention is over, naming the
 	// token it expects there. $1 key, $2 fingerprint, $3 token, $4 lease,
@@ -37,18 +46,32 @@ type statements struct {
 func buildStatements(table string) statements {
 	r := strings.NewReplacer("{t}", table)
 	return statements{
+		// The inserted row's fingerprint and token are the caller's own: the
+		// insert branch returns NULL for them (nothing to decode).
 		claim: r.Replace(`WITH ins AS (
 	INSERT INTO {t} AS t (key, fingerprint, token, status, expires_at)
 	VALUES ($1, $2, $3, 1, clock_timestamp() + $4::interval)
 	ON CONFLICT (key) DO NOTHING
-	RETURNING t.fingerprint, t.token, t.status, t.response, t.expires_at
+	RETURNING t.expires_at
 )
-SELECT fingerprint, token, status, response, expires_at, true, clock_timestamp() FROM ins
+SELECT NULL::text, NULL::text, NULL::smallint, NULL::bytea, expires_at, true, true FROM ins
 UNION ALL
-SELECT fingerprint, token, status, response, expires_at, false, clock_timestamp() FROM {t}
+SELECT fingerprint, token, status, response, expires_at, false, expires_at > clock_timestamp() FROM {t}
 WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM ins)`),
 
-		reread: r.Replace(`SELECT fingerprint, token, status, response, expires_at, clock_timestamp() FROM {t} WHERE key = $1`),
+		claimRead: r.Replace(`WITH cur AS (
+	SELECT fingerprint, token, status, response, expires_at FROM {t} WHERE key = $1
+), ins AS (
+	INSERT INTO {t} AS t (key, fingerprint, token, status, expires_at)
+	SELECT $1, $2, $3, 1, clock_timestamp() + $4::interval WHERE NOT EXISTS (SELECT 1 FROM cur)
+	ON CONFLICT (key) DO NOTHING
+	RETURNING t.expires_at
+)
+SELECT fingerprint, token, status, response, expires_at, false, expires_at > clock_timestamp() FROM cur
+UNION ALL
+SELECT NULL::text, NULL::text, NULL::smallint, NULL::bytea, expires_at, true, true FROM ins`),
+
+		reread: r.Replace(`SELECT fingerprint, token, status, response, expires_at, expires_at > clock_timestamp() FROM {t} WHERE key = $1`),
 
 		takeover: r.Replace(`UPDATE {t} SET fingerprint = $2, token = $3, status = 1, response = NULL,
 	expires_at = clock_timestamp() + $4::interval

@@ -47,7 +47,7 @@ var benchPreload = func() int {
 
 const (
 	benchReplay = 1000 // completed keys the replay benchmarks claim
-	benchFP      = "3f786850e387550fdab836ed7e6dc881de23001b3f786850e387550fdab836ed"
+	benchFP     = "3f786850e387550fdab836ed7e6dc881de23001b3f786850e387550fdab836ed"
 )
 
 var benchResp = []byte(`{"id":123456,"amount":1990,"currency":"EUR","status":"succeeded"}`)
