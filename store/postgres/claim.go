@@ -47,10 +47,12 @@ func (r *row) record(key string) store.Record {
 
 // Claim implements store.Store. A new key takes one round trip, and so does
 // a key that is completed (a replay, which writes nothing), held by another
-// token, or used with another fingerprint. The one statement either inserts
-// first or reads first, whichever recent claims of this Store suggest
-// (see stats.found): then a new key, or a replay, costs the server what a
-// plain INSERT, or a plain SELECT, would. Taking over a lapsed lease or
+// token, or used with another fingerprint, while most recent claims of
+// this Store inserted new keys. While most met existing rows (a wave of
+// retries; see stats.found), Claim starts with a plain SELECT instead: a
+// replay then costs exactly one SELECT, and a new key one more round trip.
+// Either way a new key costs the server what a plain INSERT would, and a
+// replay writes nothing. Taking over a lapsed lease or
 // renewing the caller's own lease takes two; a row committed by a concurrent
 // claim after this one's statement began costs one more read.
 func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.Token, lease time.Duration) (store.Claim, error) {
@@ -62,10 +64,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 	}
 	db := s.conn(ctx)
 	iv := interval(lease)
-	q := s.sql.claim
-	if s.stats.readFirst() {
-		q = s.sql.claimRead
-	}
+	readFirst := s.stats.readFirst()
 	for attempt := range maxClaimAttempts {
 		// One variable for every scan destination: one allocation.
 		var d struct {
@@ -74,21 +73,34 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 			r              row
 			inserted, live bool
 		}
-		err := db.QueryRow(ctx, q, key, fingerprint, string(token), iv).
-			Scan(&d.fp, &d.tok, &d.status, &d.r.response, &d.r.expiresAt, &d.inserted, &d.live)
 		r := &d.r
-		r.fingerprint, r.token, r.status = d.fp.String, d.tok.String, d.status.Int16
-		if attempt == 0 && err == nil {
-			s.stats.claimed(!d.inserted)
-		}
-		if errors.Is(err, pgx.ErrNoRows) {
-			// The row was committed after the statement's snapshot: a new
-			// statement sees it, unless it is gone again.
-			s.stats.rereads.Add(1)
+		var err error
+		if readFirst && attempt == 0 {
+			// Most recent claims met an existing row: a plain SELECT
+			// first, which is all a replay needs; an absent key goes on
+			// to the insert (one more round trip, for the rarer case).
 			err = db.QueryRow(ctx, s.sql.reread, key).
 				Scan(&r.fingerprint, &r.token, &r.status, &r.response, &r.expiresAt, &d.live)
+			s.stats.claimed(err == nil)
 			if errors.Is(err, pgx.ErrNoRows) {
 				continue
+			}
+		} else {
+			err = db.QueryRow(ctx, s.sql.claim, key, fingerprint, string(token), iv).
+				Scan(&d.fp, &d.tok, &d.status, &r.response, &r.expiresAt, &d.inserted, &d.live)
+			r.fingerprint, r.token, r.status = d.fp.String, d.tok.String, d.status.Int16
+			if attempt == 0 && err == nil {
+				s.stats.claimed(!d.inserted)
+			}
+			if errors.Is(err, pgx.ErrNoRows) {
+				// The row was committed after the statement's snapshot: a
+				// new statement sees it, unless it is gone again.
+				s.stats.rereads.Add(1)
+				err = db.QueryRow(ctx, s.sql.reread, key).
+					Scan(&r.fingerprint, &r.token, &r.status, &r.response, &r.expiresAt, &d.live)
+				if errors.Is(err, pgx.ErrNoRows) {
+					continue
+				}
 			}
 		}
 		if err != nil {

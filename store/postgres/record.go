@@ -19,12 +19,13 @@ type stats struct {
 
 	// found steers Claim's choice of statement: up by one (to +foundCap)
 	// for each claim that met an existing row, down by one (to -foundCap)
-	// for each that inserted one; above zero, claims read first
-	// (statements.claimRead). Either statement is correct for any key; the
-	// choice only saves the primary-key probe the other would repeat.
+	// for each that inserted one; above zero, claims start with a plain
+	// SELECT (statements.reread). Either way is correct for any key; the
+	// choice only saves work: the insert's conflict probe and executor on a
+	// replay, or a round trip on a new key.
 	found atomic.Int32
 	// pin, set by tests before any claim, fixes the choice: 1 always
-	// claim, 2 always claimRead.
+	// insert first, 2 always read first.
 	pin int8
 }
 

@@ -17,12 +17,6 @@ type statements struct {
 	// row was committed after it (or is gone again); read it with reread.
 	// $1 key, $2 fingerprint, $3 token, $4 lease.
 	claim string
-	// claimRead is claim for a key expected to exist: it reads the row
-	// first and inserts only when there is none, so a replay probes the
-	// primary key once (claim probes it twice: the insert's conflict check,
-	// then the read) and a new key twice (claim: once). The same
-	// parameters, columns and no-row case as claim.
-	claimRead string
 	// reread returns the row whatever its expiry, and whether it is live.
 	// $1 key.
 	reread string
@@ -58,18 +52,6 @@ SELECT NULL::text, NULL::text, NULL::smallint, NULL::bytea, expires_at, true, tr
 UNION ALL
 SELECT fingerprint, token, status, response, expires_at, false, expires_at > clock_timestamp() FROM {t}
 WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM ins)`),
-
-		claimRead: r.Replace(`WITH cur AS (
-	SELECT fingerprint, token, status, response, expires_at FROM {t} WHERE key = $1
-), ins AS (
-	INSERT INTO {t} AS t (key, fingerprint, token, status, expires_at)
-	SELECT $1, $2, $3, 1, clock_timestamp() + $4::interval WHERE NOT EXISTS (SELECT 1 FROM cur)
-	ON CONFLICT (key) DO NOTHING
-	RETURNING t.expires_at
-)
-SELECT fingerprint, token, status, response, expires_at, false, expires_at > clock_timestamp() FROM cur
-UNION ALL
-SELECT NULL::text, NULL::text, NULL::smallint, NULL::bytea, expires_at, true, true FROM ins`),
 
 		reread: r.Replace(`SELECT fingerprint, token, status, response, expires_at, expires_at > clock_timestamp() FROM {t} WHERE key = $1`),
 
