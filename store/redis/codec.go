@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/idemkit/idemkit/store"
 )
@@ -74,7 +75,19 @@ func encodeTime(at int64) string {
 // decode parses a stored value into the record for key. It rejects anything
 // encode could not have produced with an error wrapping errCorrupt, and never
 // panics. The returned Response is a fresh copy.
-func decode(key, v string) (store.Record, error) {
+func decode(key, v string) (store.Record, error) { return decodeValue(key, v, false) }
+
+// decodeReply is decode for a value go-redis has just read off the
+// connection, without copying the response a second time: the Response
+// shares v's bytes. That is safe because go-redis reads every bulk reply
+// into a buffer of its own (proto.Reader.readStringReply: make, then an
+// unsafe string view), which nothing else holds once the command is
+// dropped; the caller owns Response as it would own a copy, and writing
+// to it changes neither the Token nor the Fingerprint, which lie before it
+// in v.
+func decodeReply(key, v string) (store.Record, error) { return decodeValue(key, v, true) }
+
+func decodeValue(key, v string, alias bool) (store.Record, error) {
 	if len(v) < headerSize {
 		return store.Record{}, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", errCorrupt, len(v), headerSize)
 	}
@@ -116,7 +129,14 @@ func decode(key, v string) (store.Record, error) {
 		rec.LockedUntil = rec.ExpiresAt
 	case statusCompleted:
 		rec.Status = store.StatusCompleted
-		rec.Response = []byte(rest)
+		if alias {
+			rec.Response = unsafe.Slice(unsafe.StringData(rest), len(rest))
+			if rec.Response == nil {
+				rec.Response = []byte{} // completed: never nil
+			}
+		} else {
+			rec.Response = []byte(rest)
+		}
 	default:
 		return store.Record{}, fmt.Errorf("%w: unknown status %d", errCorrupt, v[offStatus])
 	}

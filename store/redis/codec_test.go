@@ -162,3 +162,49 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeReplyShares: decodeReply returns a completed record whose
+// Response shares the reply's bytes (no copy: no allocation even for 1
+// MiB), and writing into that Response leaves Token and Fingerprint as
+// they were. decode, for values of unknown origin, still copies.
+func TestDecodeReplyShares(t *testing.T) {
+	tok := store.Token("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+	resp := bytes.Repeat([]byte("r"), 1<<20)
+	v := encode(statusCompleted, tok, "fp", 1_764_464_523_004, resp)
+	reply := func() string { return string([]byte(v)) } // a fresh buffer, as go-redis reads one
+
+	r := reply()
+	if n := testing.AllocsPerRun(20, func() {
+		if _, err := decodeReply("k", r); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("decodeReply of a 1 MiB value: %.0f allocations, want 0", n)
+	}
+	if n := testing.AllocsPerRun(20, func() {
+		if _, err := decode("k", r); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 1 {
+		t.Errorf("decode of a 1 MiB value: %.0f allocations, want 1 (the copy)", n)
+	}
+
+	rec, err := decodeReply("k", reply())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(rec.Response, resp) {
+		t.Fatal("Response differs")
+	}
+	for i := range rec.Response {
+		rec.Response[i] = 'x'
+	}
+	if rec.Token != tok || rec.Fingerprint != "fp" {
+		t.Fatalf("writing the Response changed Token %q or Fingerprint %q", rec.Token, rec.Fingerprint)
+	}
+
+	empty, err := decodeReply("k", string([]byte(encode(statusCompleted, tok, "fp", 1, nil))))
+	if err != nil || empty.Response == nil || len(empty.Response) != 0 {
+		t.Fatalf("completed with an empty response: %v, %#v", err, empty.Response)
+	}
+}

@@ -137,7 +137,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 			}
 			cur = v
 		}
-		rec, err := decode(key, cur)
+		rec, err := decodeReply(key, cur)
 		if err != nil {
 			return store.Claim{}, fmt.Errorf("redis: claim: key %q: %w", key, err)
 		}
@@ -261,7 +261,7 @@ func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
 	if err != nil {
 		return store.Record{}, s.fail(ctx, "get", err)
 	}
-	rec, err := decode(key, v)
+	rec, err := decodeReply(key, v)
 	if err != nil {
 		return store.Record{}, fmt.Errorf("redis: get: key %q: %w", key, err)
 	}
