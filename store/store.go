@@ -25,9 +25,11 @@ type Store interface {
 	Claim(ctx context.Context, key, fingerprint string, token Token, lease time.Duration) (Claim, error)
 
 	// Complete stores response for key and marks it completed, to be kept for
-	// retention. It succeeds when token holds the key, and also when token
-	// already completed it (the retried Complete keeps the latest response and
-	// retention). Otherwise it returns ErrLeaseLost and changes nothing.
+	// retention. It succeeds when token holds the key. When token already
+	// completed the key, a retried Complete returns nil and changes nothing:
+	// the first response and retention stay, because a client may already
+	// have been replayed the first response, and a replay must never change.
+	// Otherwise it returns ErrLeaseLost and changes nothing.
 	Complete(ctx context.Context, key string, token Token, response []byte, retention time.Duration) error
 
 	// Release gives up token's claim on key, making it absent so a retry can

@@ -34,6 +34,14 @@ type Harness struct {
 	// between this process and a database server. Default 1s.
 	Tolerance time.Duration
 
+	// Jitter is how far two reports of one unchanged deadline may differ: a
+	// store that derives LockedUntil or ExpiresAt from a remaining TTL, or
+	// stores them at a coarse resolution, reports a millisecond or so apart
+	// from one call to the next. Checks that a deadline did not move allow
+	// this much; checks that a renewal moved it wait a gap of at least ten
+	// times this much first. Default 5ms.
+	Jitter time.Duration
+
 	// Timeout bounds each subtest. A subtest still running after Timeout has
 	// its context cancelled and is reported as failed; one still stuck 5s
 	// later (a deadlock that ignores its context) stops the test binary with
@@ -93,6 +101,9 @@ func (h Harness) withDefaults() Harness {
 	}
 	if h.Tolerance <= 0 {
 		h.Tolerance = time.Second
+	}
+	if h.Jitter <= 0 {
+		h.Jitter = 5 * time.Millisecond
 	}
 	if h.Timeout <= 0 {
 		h.Timeout = 60 * time.Second

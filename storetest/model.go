@@ -169,6 +169,8 @@ func (m *model) apply(o op) (res result, either bool) {
 		r, ok := m.recs[o.key]
 		live := ok && r.expires > m.now
 		switch {
+		case live && r.tok == o.tok && r.completed:
+			// A retried Complete: nil, and the first response stays.
 		case live && r.tok == o.tok:
 			m.complete(o)
 		case ok && !live && !r.completed && r.tok == o.tok:

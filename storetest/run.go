@@ -25,17 +25,25 @@ type testCase struct {
 
 func groups() []group {
 	return []group{
-		{"Claim", claimCases},
+		{"Claim", concat(claimCases, raceClaimCases)},
 		{"Complete", completeCases},
 		{"Release", releaseCases},
-		{"Get", getCases},
-		{"Fencing", fencingCases},
+		{"Get", concat(getCases, raceGetCases)},
+		{"Fencing", concat(fencingCases, raceFencingCases)},
 		{"Expiry", expiryCases},
 		{"Errors", errorCases},
 		{"Purger", purgerCases},
 		{"Transactor", transactorCases},
 		{"Model", modelCases},
 	}
+}
+
+func concat(lists ...[]testCase) []testCase {
+	var all []testCase
+	for _, l := range lists {
+		all = append(all, l...)
+	}
+	return all
 }
 
 // Run runs the conformance suite against the stores h makes. Each case is a
@@ -152,12 +160,14 @@ func (e *env) lapse(d time.Duration) {
 }
 
 // gap is a pause long enough for a renewed lease to end visibly later than
-// the first: several tolerances on a manual clock, 50ms on the real one.
+// the first, and for a deadline that moved to be told from jitter: several
+// tolerances on a manual clock; on the real one 50ms, or ten times
+// Harness.Jitter when that is longer.
 func (e *env) gap() time.Duration {
 	if e.clock != nil {
 		return 3 * e.h.Tolerance
 	}
-	return 50 * time.Millisecond
+	return max(50*time.Millisecond, 10*e.h.Jitter)
 }
 
 // wait lets d pass without the margin lapse adds.
