@@ -48,6 +48,15 @@ var variants = []struct {
 	{name: "get-unlocked", wantFail: []string{"Get/ConcurrentWithWrites"}, race: true},
 	{name: "jitter"}, // correct, but reports deadlines up to 2ms off: must pass
 	{name: "renewal-is-jitter", wantFail: []string{"Claim/Reentrant", "Expiry/RenewalKeepsLease"}},
+	{name: "keys-fold-case", wantFail: []string{"Strings/KeysCase"}},
+	{name: "keys-trim-space", wantFail: []string{"Strings/KeysSpaces"}},
+	{name: "keys-normalize", wantFail: []string{"Strings/KeysUnicodeForms"}},
+	{name: "keys-truncate", wantFail: []string{"Strings/KeysMaxLength"}},
+	{name: "keys-prefix-255", wantFail: []string{"Strings/KeysLongPrefix"}},
+	{name: "fingerprint-prefix-255", wantFail: []string{"Strings/FingerprintsDistinct"}},
+	{name: "tokens-fold-case", wantFail: []string{"Strings/TokensDistinct"}},
+	{name: "responses-as-text", wantFail: []string{"Strings/ResponsesEveryByte"}},
+	{name: "responses-capped", wantFail: []string{"Strings/ResponseSeveralMiB"}},
 	{name: "complete-overwrites", wantFail: []string{"Complete/RetriedKeepsFirst", "Model/RandomSequences"}},
 	{name: "deadlock", wantOut: "deadlocked: still running"},
 }
@@ -153,8 +162,8 @@ func (s *mapStore) Claim(ctx context.Context, key, fp string, tok store.Token, l
 		select {} // blocks forever, ignoring ctx
 	}
 	s.mu.Lock()
-	r, ok := s.live(key)
-	raw, exists := s.m[key]
+	r, ok := s.live(s.mkey(key))
+	raw, exists := s.m[s.mkey(key)]
 	dead := exists && !ok
 	if s.broken("read-then-write") ||
 		dead && raw.Status == store.StatusInProgress && s.broken("takeover-read-then-write") ||
@@ -163,15 +172,15 @@ func (s *mapStore) Claim(ctx context.Context, key, fp string, tok store.Token, l
 		s.window()
 	}
 	defer s.mu.Unlock()
-	sameFP := r.Fingerprint == fp || s.broken("ignores-fingerprint")
+	sameFP := s.sameFP(r.Fingerprint, fp) || s.broken("ignores-fingerprint")
 	switch {
-	case !ok, r.Status == store.StatusInProgress && r.Token == tok && sameFP:
+	case !ok, r.Status == store.StatusInProgress && s.sameTok(r.Token, tok) && sameFP:
 		if ok && (s.broken("no-renewal") || s.broken("renewal-is-jitter")) {
 			return store.Claim{Outcome: store.Acquired, Record: s.out(r)}, nil
 		}
 		until := s.now().Add(lease)
 		r = store.Record{Key: key, Fingerprint: fp, Status: store.StatusInProgress, Token: tok, LockedUntil: until, ExpiresAt: until}
-		s.m[key] = r
+		s.m[s.mkey(key)] = r
 		return store.Claim{Outcome: store.Acquired, Record: s.out(r)}, nil
 	case !sameFP:
 		return store.Claim{Outcome: store.Mismatch, Record: s.out(r)}, nil
@@ -214,26 +223,27 @@ func (s *mapStore) Complete(ctx context.Context, key string, tok store.Token, re
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.live(key)
-	if raw, exists := s.m[key]; !ok && exists && raw.Status == store.StatusInProgress && raw.Token == tok &&
+	r, ok := s.live(s.mkey(key))
+	if raw, exists := s.m[s.mkey(key)]; !ok && exists && raw.Status == store.StatusInProgress && s.sameTok(raw.Token, tok) &&
 		s.broken("complete-checks-then-writes") {
 		// Accepts its own lapsed lease (the contract allows that while
 		// nobody else claimed), but writes after the check, not with it.
 		r, ok = raw, true
 		s.window()
 	}
-	if !ok || (r.Token != tok && !s.broken("complete-ignores-token")) {
+	if !ok || (!s.sameTok(r.Token, tok) && !s.broken("complete-ignores-token")) {
 		return fmt.Errorf("map: %w", store.ErrLeaseLost)
 	}
-	if r.Status == store.StatusCompleted && r.Token == tok && !s.broken("complete-overwrites") {
+	if r.Status == store.StatusCompleted && s.sameTok(r.Token, tok) && !s.broken("complete-overwrites") {
 		return nil
 	}
 	if !s.broken("shares-response") {
 		resp = bytes.Clone(resp)
 	}
+	resp = s.mangleResp(resp)
 	r.Status, r.Token, r.Response = store.StatusCompleted, tok, resp
 	r.LockedUntil, r.ExpiresAt = time.Time{}, s.now().Add(retention)
-	s.m[key] = r
+	s.m[s.mkey(key)] = r
 	return nil
 }
 
@@ -243,20 +253,20 @@ func (s *mapStore) Release(ctx context.Context, key string, tok store.Token) err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.live(key)
-	if raw, exists := s.m[key]; !ok && exists && raw.Status == store.StatusInProgress && raw.Token == tok &&
+	r, ok := s.live(s.mkey(key))
+	if raw, exists := s.m[s.mkey(key)]; !ok && exists && raw.Status == store.StatusInProgress && s.sameTok(raw.Token, tok) &&
 		s.broken("release-checks-then-deletes") {
 		r, ok = raw, true
 		s.window()
 	}
 	switch {
 	case s.broken("release-deletes-anything"):
-		delete(s.m, key)
+		delete(s.m, s.mkey(key))
 	case s.broken("release-completes-nothing"):
-	case ok && r.Status == store.StatusInProgress && r.Token == tok && s.broken("released-read-then-write"):
-		s.m[key] = store.Record{Key: key} // a tombstone: not live, taken over like a lapsed record
-	case ok && r.Status == store.StatusInProgress && r.Token == tok:
-		delete(s.m, key)
+	case ok && r.Status == store.StatusInProgress && s.sameTok(r.Token, tok) && s.broken("released-read-then-write"):
+		s.m[s.mkey(key)] = store.Record{Key: key} // a tombstone: not live, taken over like a lapsed record
+	case ok && r.Status == store.StatusInProgress && s.sameTok(r.Token, tok):
+		delete(s.m, s.mkey(key))
 	}
 	return nil
 }
@@ -269,9 +279,50 @@ func (s *mapStore) Get(ctx context.Context, key string) (store.Record, error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 	}
-	r, ok := s.live(key)
+	r, ok := s.live(s.mkey(key))
 	if !ok {
 		return store.Record{}, fmt.Errorf("map: %w", store.ErrNotFound)
 	}
 	return s.out(r), nil
+}
+
+// mkey is the key a variant really stores, as engines mangle keys.
+func (s *mapStore) mkey(key string) string {
+	switch s.variant {
+	case "keys-fold-case": // a case-insensitive collation
+		return strings.ToLower(key)
+	case "keys-trim-space": // a PAD SPACE collation: trailing spaces ignored
+		return strings.TrimRight(key, " ")
+	case "keys-normalize": // text normalised to NFC on the way in
+		return strings.NewReplacer("e\u0301", "\u00e9", "A\u030a", "\u00c5", "\u212b", "\u00c5").Replace(key)
+	case "keys-truncate": // a column one byte too short, truncating silently
+		return key[:min(len(key), store.MaxKeyLen-1)]
+	case "keys-prefix-255": // a varchar(255) or a 255-byte prefix index
+		return key[:min(len(key), 255)]
+	}
+	return key
+}
+
+func (s *mapStore) sameTok(a, b store.Token) bool {
+	if s.broken("tokens-fold-case") {
+		return strings.EqualFold(strings.TrimSpace(string(a)), strings.TrimSpace(string(b)))
+	}
+	return a == b
+}
+
+func (s *mapStore) sameFP(a, b string) bool {
+	if s.broken("fingerprint-prefix-255") {
+		return a[:min(len(a), 255)] == b[:min(len(b), 255)]
+	}
+	return a == b
+}
+
+func (s *mapStore) mangleResp(resp []byte) []byte {
+	switch s.variant {
+	case "responses-as-text": // a text column: invalid UTF-8 replaced
+		return []byte(strings.ToValidUTF8(string(resp), "\uFFFD"))
+	case "responses-capped": // a 1 MiB column
+		return resp[:min(len(resp), 1<<20)]
+	}
+	return resp
 }

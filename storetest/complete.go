@@ -77,7 +77,7 @@ var completeCases = []testCase{
 		}
 	}},
 	{"Responses", func(e *env) {
-		big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+		big := bytes.Repeat([]byte("0123456789abcdef"), 1<<12) // 64 KiB; Strings/ResponseSeveralMiB has a large one
 		for i, resp := range [][]byte{nil, {}, {0, 1, 2, 0xff, 0xfe, 0}, []byte("\r\n\"'\\%_"), big} {
 			key := "k" + itoa(i)
 			tok := store.NewToken()

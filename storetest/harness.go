@@ -34,6 +34,14 @@ type Harness struct {
 	// between this process and a database server. Default 1s.
 	Tolerance time.Duration
 
+	// MaxKeyLen and MaxFingerprintLen are the longest key and fingerprint,
+	// in bytes, the store accepts; longer ones must be rejected with
+	// store.ErrInvalid. Default store.MaxKeyLen and store.MaxFingerprintLen,
+	// which every backend of this module accepts; a backend that cannot
+	// store as much may declare less (never more: callers rely on the
+	// defaults).
+	MaxKeyLen, MaxFingerprintLen int
+
 	// Jitter is how far two reports of one unchanged deadline may differ: a
 	// store that derives LockedUntil or ExpiresAt from a remaining TTL, or
 	// stores them at a coarse resolution, reports a millisecond or so apart
@@ -101,6 +109,12 @@ func (h Harness) withDefaults() Harness {
 	}
 	if h.Tolerance <= 0 {
 		h.Tolerance = time.Second
+	}
+	if h.MaxKeyLen <= 0 || h.MaxKeyLen > store.MaxKeyLen {
+		h.MaxKeyLen = store.MaxKeyLen
+	}
+	if h.MaxFingerprintLen <= 0 || h.MaxFingerprintLen > store.MaxFingerprintLen {
+		h.MaxFingerprintLen = store.MaxFingerprintLen
 	}
 	if h.Jitter <= 0 {
 		h.Jitter = 5 * time.Millisecond

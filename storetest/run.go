@@ -31,6 +31,7 @@ func groups() []group {
 		{"Get", concat(getCases, raceGetCases)},
 		{"Fencing", concat(fencingCases, raceFencingCases)},
 		{"Expiry", expiryCases},
+		{"Strings", stringsCases},
 		{"Errors", errorCases},
 		{"Purger", purgerCases},
 		{"Transactor", transactorCases},
