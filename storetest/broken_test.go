@@ -57,6 +57,11 @@ var variants = []struct {
 	{name: "tokens-fold-case", wantFail: []string{"Strings/TokensDistinct"}},
 	{name: "responses-as-text", wantFail: []string{"Strings/ResponsesEveryByte"}},
 	{name: "responses-capped", wantFail: []string{"Strings/ResponseSeveralMiB"}},
+	{name: "tx-blocks-ignoring-context", wantFail: []string{"Transactor/BlockedClaimHonoursContext"}},
+	{name: "tx-join-any", wantFail: []string{"Transactor/JoinsOnlyOwnTransactions"}},
+	{name: "effect-outside-tx", wantFail: []string{"Transactor/EffectRollsBackWithKey"}},
+	{name: "tx-drops-uncompleted", wantFail: []string{"Transactor/AcquiredCommitsInProgress"}},
+	{name: "complete-lapsed-noop", wantFail: []string{"Transactor/LeaseLapsesInside", "Complete/AfterLapse"}},
 	{name: "complete-overwrites", wantFail: []string{"Complete/RetriedKeepsFirst", "Model/RandomSequences"}},
 	{name: "deadlock", wantOut: "deadlocked: still running"},
 }
@@ -111,7 +116,8 @@ func TestBrokenStoreHelper(t *testing.T) {
 	}
 	h := storetest.Harness{New: func(t *testing.T) storetest.Subject {
 		clock := storetest.NewManualClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
-		return storetest.Subject{Store: newMapStore(variant, clock.Now), Clock: clock}
+		s := newMapStore(variant, clock.Now)
+		return storetest.Subject{Store: s, Clock: clock, Effect: s.effect, CountEffects: s.countEffects}
 	}}
 	if variant == "deadlock" {
 		h.Timeout = time.Second
@@ -127,10 +133,12 @@ type mapStore struct {
 	now     func() time.Time
 	mu      sync.Mutex
 	m       map[string]store.Record
+	effects map[string]int // the caller's writes made through InTx (see brokentx_test.go)
+	sem     chan struct{}  // the write lock, held by an InTx; other writes wait until it is free
 }
 
 func newMapStore(variant string, now func() time.Time) *mapStore {
-	return &mapStore{variant: variant, now: now, m: map[string]store.Record{}}
+	return &mapStore{variant: variant, now: now, m: map[string]store.Record{}, effects: map[string]int{}, sem: make(chan struct{}, 1)}
 }
 
 func (s *mapStore) broken(v string) bool { return s.variant == v }
@@ -160,6 +168,9 @@ func (s *mapStore) Claim(ctx context.Context, key, fp string, tok store.Token, l
 	}
 	if s.broken("deadlock") {
 		select {} // blocks forever, ignoring ctx
+	}
+	if err := s.enter(ctx); err != nil {
+		return store.Claim{}, err
 	}
 	s.mu.Lock()
 	r, ok := s.live(s.mkey(key))
@@ -221,6 +232,9 @@ func (s *mapStore) Complete(ctx context.Context, key string, tok store.Token, re
 	if err := s.check(ctx, store.CheckComplete(key, tok, retention)); err != nil {
 		return err
 	}
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.live(s.mkey(key))
@@ -230,6 +244,10 @@ func (s *mapStore) Complete(ctx context.Context, key string, tok store.Token, re
 		// nobody else claimed), but writes after the check, not with it.
 		r, ok = raw, true
 		s.window()
+	}
+	if raw, exists := s.m[s.mkey(key)]; !ok && exists && raw.Status == store.StatusInProgress && s.sameTok(raw.Token, tok) &&
+		s.broken("complete-lapsed-noop") {
+		return nil // says it stored the response, but did not
 	}
 	if !ok || (!s.sameTok(r.Token, tok) && !s.broken("complete-ignores-token")) {
 		return fmt.Errorf("map: %w", store.ErrLeaseLost)
@@ -249,6 +267,9 @@ func (s *mapStore) Complete(ctx context.Context, key string, tok store.Token, re
 
 func (s *mapStore) Release(ctx context.Context, key string, tok store.Token) error {
 	if err := s.check(ctx, store.CheckRelease(key, tok)); err != nil {
+		return err
+	}
+	if err := s.enter(ctx); err != nil {
 		return err
 	}
 	s.mu.Lock()

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -65,6 +66,16 @@ type Subject struct {
 	// (its own, or its server's). With a Clock, time-dependent cases run
 	// instantly; without one they sleep for about ShortLease.
 	Clock Clock
+
+	// Effect and CountEffects let the Transactor cases check the caller's
+	// own writes, for a store that implements store.Transactor; cases that
+	// need them skip when either is nil. Effect writes one effect row for
+	// key through the transaction that ctx carries (the one InTx passed to
+	// fn; postgres.TxFrom, sqlite.TxFrom), and fails if ctx carries none.
+	// CountEffects counts the committed effect rows for key, outside any
+	// transaction.
+	Effect       func(ctx context.Context, key string) error
+	CountEffects func(ctx context.Context, key string) (int, error)
 }
 
 // Clock is a clock the suite can move forward. ManualClock implements it;

@@ -315,6 +315,6 @@ func (e *env) shrink(ops []op, d string) ([]op, string) {
 // fresh returns a new store from the harness, moving e's clock to it.
 func (e *env) fresh() store.Store {
 	sub := e.h.New(e.T)
-	e.clock = sub.Clock
+	e.clock, e.sub = sub.Clock, sub
 	return sub.Store
 }

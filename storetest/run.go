@@ -34,7 +34,7 @@ func groups() []group {
 		{"Strings", stringsCases},
 		{"Errors", errorCases},
 		{"Purger", purgerCases},
-		{"Transactor", transactorCases},
+		{"Transactor", concat(transactorCases, transactorPromiseCases)},
 		{"Model", modelCases},
 	}
 }
@@ -67,7 +67,7 @@ func Run(t *testing.T, h Harness) {
 					if sub.Store == nil {
 						t.Fatal("storetest: Harness.New returned a Subject without a Store")
 					}
-					c.run(&env{T: t, h: h, s: sub.Store, clock: sub.Clock, ctx: ctx})
+					c.run(&env{T: t, h: h, s: sub.Store, sub: sub, clock: sub.Clock, ctx: ctx})
 				})
 			}
 		})
@@ -126,6 +126,7 @@ type env struct {
 	*testing.T
 	h     Harness
 	s     store.Store
+	sub   Subject // the subject s came from, with its hooks
 	clock Clock
 	ctx   context.Context
 }
