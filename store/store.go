@@ -154,6 +154,11 @@ type Purger interface {
 // everything rolls back. If fn returns nil after acquiring a key without
 // completing or releasing it, the claim commits in progress and holds the key
 // until its lease lapses.
+//
+// A store joins only its own transactions: another Store (on another
+// database or table) called with fn's context runs outside this
+// transaction, as if the context carried none. A Claim that waits behind a
+// transaction holding its key returns when its own context ends.
 type Transactor interface {
 	InTx(ctx context.Context, fn func(ctx context.Context, s Store) error) error
 }

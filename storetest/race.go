@@ -18,7 +18,7 @@ import (
 // many goroutines claim each key at once.
 const (
 	raceKeys     = 16
-	raceClaimers = 24
+	raceClaimers = 16
 )
 
 func raceKeyNames(prefix string, n int) []string {
