@@ -163,6 +163,9 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 		sh.mu.Unlock()
 		return fmt.Errorf("memory: complete %q: %w", key, store.ErrLeaseLost)
 	}
+	if e.status == store.StatusCompleted {
+		return nil // a retried Complete: the first response and retention stay
+	}
 	e.status = store.StatusCompleted
 	e.response = resp
 	e.lockedUntil = 0
