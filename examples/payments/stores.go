@@ -111,7 +111,10 @@ func open(ctx context.Context, cfg config, logger *slog.Logger) (*app, error) {
 		}
 		st, led, describe = s, l, "postgres"
 	case "memory":
-		s := memory.New()
+		s, err := memory.New()
+		if err != nil {
+			return fail(err)
+		}
 		closers = append(closers, func() { s.Close() })
 		st, led, describe = s, &memLedger{}, "memory"
 	case "redis":
@@ -128,7 +131,11 @@ func open(ctx context.Context, cfg config, logger *slog.Logger) (*app, error) {
 		if cfg.RedisPrefix != "" {
 			opts = append(opts, redis.WithPrefix(cfg.RedisPrefix))
 		}
-		st, led, describe = redis.New(client, opts...), &memLedger{}, "redis "+cfg.RedisAddr
+		s, err := redis.New(client, opts...)
+		if err != nil {
+			return fail(err)
+		}
+		st, led, describe = s, &memLedger{}, "redis "+cfg.RedisAddr
 	default:
 		return fail(fmt.Errorf("unknown -store %q: use sqlite, memory, postgres or redis", cfg.Store))
 	}
