@@ -38,7 +38,7 @@ func openURL(ctx context.Context, u *url.URL) (store.Store, error) {
 		return nil, fmt.Errorf("sqlite: %w: a sqlite URL has no user or password", store.ErrInvalid)
 	}
 	if path == "" {
-		return nil, fmt.Errorf("sqlite: %w: the URL names no file: use sqlite:///abs/path.db, sqlite://rel/path.db or sqlite://:memory:", store.ErrInvalid)
+		return nil, fmt.Errorf("sqlite: %w: the URL names no file: use sqlite:///abs/path.db, sqlite://rel/path.db, or sqlite://:memory: for a private database in memory", store.ErrInvalid)
 	}
 	p := store.NewURLParams(u)
 	var opts []Option
