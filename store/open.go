@@ -93,8 +93,12 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 		}
 		return nil, fmt.Errorf("store: open: %w: malformed URL: %v", ErrInvalid, err)
 	}
+	shown := rawURL // as the caller wrote it, unless it holds a password
+	if _, hasPassword := u.User.Password(); hasPassword {
+		shown = u.Redacted()
+	}
 	if u.Scheme == "" {
-		return nil, fmt.Errorf("store: open: %w: URL %q has no scheme (registered: %s)", ErrInvalid, u.Redacted(), strings.Join(Schemes(), ", "))
+		return nil, fmt.Errorf("store: open: %w: URL %q has no scheme (registered: %s)", ErrInvalid, shown, strings.Join(Schemes(), ", "))
 	}
 	openersMu.RLock()
 	open := openers[strings.ToLower(u.Scheme)]
@@ -104,11 +108,11 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 			ErrInvalid, u.Scheme, strings.Join(Schemes(), ", "), backendHint(u.Scheme))
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", u.Redacted(), err)
+		return nil, fmt.Errorf("store: open %s: %w", shown, err)
 	}
 	s, err := open(ctx, u)
 	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", u.Redacted(), err)
+		return nil, fmt.Errorf("store: open %s: %w", shown, err)
 	}
 	return s, nil
 }
