@@ -18,7 +18,10 @@ func Example_wiringABackend() {
 		storetest.Run(t, storetest.Harness{
 			New: func(t *testing.T) storetest.Subject {
 				clock := storetest.NewManualClock(time.Now())
-				s := memory.New(memory.WithClock(clock.Now))
+				s, err := memory.New(memory.WithClock(clock.Now))
+				if err != nil {
+					t.Fatal(err)
+				}
 				t.Cleanup(func() { s.Close() })
 				return storetest.Subject{Store: s, Clock: clock}
 			},
@@ -34,7 +37,10 @@ func ExampleRunBenchmarks() {
 	benchmarkStore := func(b *testing.B) { // func BenchmarkStore(b *testing.B) in your _test.go file
 		storetest.RunBenchmarks(b, storetest.Harness{
 			NewBench: func(b *testing.B) storetest.Subject {
-				s := memory.New()
+				s, err := memory.New()
+				if err != nil {
+					b.Fatal(err)
+				}
 				b.Cleanup(func() { s.Close() })
 				return storetest.Subject{Store: s}
 			},

@@ -112,7 +112,7 @@ func BenchmarkPaired(b *testing.B) {
 	for _, bc := range cases {
 		for _, workers := range []int{1, 16} {
 			b.Run(bc.name+"/workers="+strconv.Itoa(workers), func(b *testing.B) {
-				s := memory.New(memory.WithSweepInterval(0))
+				s := newStore(b, memory.WithSweepInterval(0))
 				b.Cleanup(func() { s.Close() })
 				storeOp, rawOp := bc.setup(s, newRawShards())
 				if storeOp == nil {

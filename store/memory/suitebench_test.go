@@ -3,7 +3,6 @@ package memory_test
 import (
 	"testing"
 
-	"github.com/idemkit/idemkit/store/memory"
 	"github.com/idemkit/idemkit/storetest"
 )
 
@@ -14,9 +13,7 @@ import (
 func BenchmarkSuite(b *testing.B) {
 	storetest.RunBenchmarks(b, storetest.Harness{
 		NewBench: func(b *testing.B) storetest.Subject {
-			s := memory.New()
-			b.Cleanup(func() { s.Close() })
-			return storetest.Subject{Store: s}
+			return storetest.Subject{Store: newStore(b)}
 		},
 	})
 }

@@ -125,7 +125,7 @@ func runKeys(prefix string) string {
 func BenchmarkRedis(b *testing.B) {
 	c, prefix := benchClient(b)
 	ctx := context.Background()
-	s := New(c, WithPrefix(prefix), WithEvictionCheck(false))
+	s := mustNew(b, c, WithPrefix(prefix), WithEvictionCheck(false))
 	tok := store.NewToken()
 	for _, w := range benchWorkers {
 		b.Run(fmt.Sprintf("ClaimComplete/workers=%d", w), func(b *testing.B) {
@@ -228,7 +228,7 @@ var benchCases = []struct {
 		// Every worker claims one key that another token holds, as a herd
 		// of duplicates of a request in flight does.
 		ctx := context.Background()
-		s := New(c, WithPrefix(prefix), WithEvictionCheck(false))
+		s := mustNew(b, c, WithPrefix(prefix), WithEvictionCheck(false))
 		key := runKeys("") + "hot"
 		if _, err := s.Claim(ctx, key, "fp", store.NewToken(), time.Hour); err != nil {
 			b.Fatal(err)
@@ -291,7 +291,7 @@ func everyNth(op func(int) error) func(int) error {
 
 func claimCompleteOps(b *testing.B, c *goredis.Client, prefix string, resp []byte) (func(int) error, func(int) error) {
 	ctx := context.Background()
-	s := New(c, WithPrefix(prefix), WithEvictionCheck(false))
+	s := mustNew(b, c, WithPrefix(prefix), WithEvictionCheck(false))
 	tok := store.NewToken()
 	storeKeys, rawKeys := runKeys(""), runKeys(prefix)
 	leaseMs, retentionMs := millis(benchLease), millis(benchRetention)
@@ -322,7 +322,7 @@ func claimCompleteOps(b *testing.B, c *goredis.Client, prefix string, resp []byt
 
 func replayOps(b *testing.B, c *goredis.Client, prefix string, resp []byte) (func(int) error, func(int) error) {
 	ctx := context.Background()
-	s := New(c, WithPrefix(prefix), WithEvictionCheck(false))
+	s := mustNew(b, c, WithPrefix(prefix), WithEvictionCheck(false))
 	tok, other := store.NewToken(), store.NewToken()
 	key := runKeys("") + "replay"
 	if _, err := s.Claim(ctx, key, "fp", tok, benchLease); err != nil {

@@ -15,7 +15,7 @@ func BenchmarkSuite(b *testing.B) {
 	storetest.RunBenchmarks(b, storetest.Harness{
 		NewBench: func(b *testing.B) storetest.Subject {
 			c, prefix := benchClient(b)
-			return storetest.Subject{Store: New(c, WithPrefix(prefix))}
+			return storetest.Subject{Store: mustNew(b, c, WithPrefix(prefix))}
 		},
 	})
 }
