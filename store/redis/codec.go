@@ -27,8 +27,9 @@ import (
 //	13+n+m  rest  response (completed only; empty while in progress)
 //
 // The fixed header lets the Lua scripts find the token and the fingerprint
-// with string.byte and string.sub, and lets the completion script splice a
-// new status, time and response around them without decoding anything else.
+// with string.byte and string.sub, and lets the completion script rewrite
+// the status and time in place and append the response, without decoding
+// or rebuilding anything else.
 // A record in progress costs 13 bytes plus its token and fingerprint.
 const (
 	codecVersion = 1

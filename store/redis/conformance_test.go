@@ -27,6 +27,44 @@ func TestConformanceMiniredis(t *testing.T) {
 	})
 }
 
+// TestConformanceWatchedComplete runs the suite with every Complete, small
+// responses too, taking the path large responses take (WATCH, GET, then SET
+// in MULTI/EXEC instead of the completion script), on miniredis, on the
+// real Redis and on the Cluster: its fencing, retried-Complete and race rows then prove that
+// path as well.
+func TestConformanceWatchedComplete(t *testing.T) {
+	t.Run("Miniredis", func(t *testing.T) {
+		storetest.Run(t, storetest.Harness{
+			New: func(t *testing.T) storetest.Subject {
+				mr, c := newMini(t)
+				clock := testredis.NewMiniClock(mr, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+				s := redis.MustNew(t, c, redis.WithPrefix(testPrefix(t, c)), redis.WithClock(clock.Now), redis.WithEvictionCheck(false))
+				return storetest.Subject{Store: redis.WatchEveryComplete(s), Clock: clock}
+			},
+		})
+	})
+	t.Run("Redis", func(t *testing.T) {
+		c := realClient(t)
+		storetest.Run(t, storetest.Harness{
+			New: func(t *testing.T) storetest.Subject {
+				s := redis.MustNew(t, c, redis.WithPrefix(testPrefix(t, c)))
+				return storetest.Subject{Store: redis.WatchEveryComplete(s)}
+			},
+			ShortLease: 200 * time.Millisecond,
+		})
+	})
+	t.Run("Cluster", func(t *testing.T) {
+		c := clusterClient(t)
+		storetest.Run(t, storetest.Harness{
+			New: func(t *testing.T) storetest.Subject {
+				s := redis.MustNew(t, c, redis.WithPrefix(testPrefix(t, c)))
+				return storetest.Subject{Store: redis.WatchEveryComplete(s)}
+			},
+			ShortLease: 200 * time.Millisecond,
+		})
+	})
+}
+
 // TestConformanceMiniredisWithoutSetGet runs the suite against a server that
 // rejects SET ... NX GET as Redis before 7.0 does (a hook answers "ERR syntax
 // error" in its place), so the store must detect it and claim with its Lua

@@ -28,7 +28,7 @@ func TestMemoryPerRecord(t *testing.T) {
 	key := "tenant-42:" + "3f2b8c1e-6a4d-4e1b-9c7a-0d5e8f9a1b2c" // a scoped UUID key
 	fp := strings.Repeat("ab", 32)                               // a hex SHA-256
 	tok := store.NewToken()
-	for _, size := range []int{0, 200, 2000} {
+	for _, size := range []int{0, 200, 2000, 1 << 20} {
 		k := key + "-" + strconv.Itoa(size)
 		_, err := s.Claim(ctx, k, fp, tok, time.Minute)
 		require.NoError(t, err)

@@ -18,3 +18,10 @@ func mustNew(tb testing.TB, c goredis.UniversalClient, opts ...Option) *Store {
 
 // MustNew exports mustNew to the redis_test package.
 var MustNew = mustNew
+
+// WatchEveryComplete makes s complete every record, whatever the response
+// size, with WATCH … MULTI/EXEC instead of the completion script.
+func WatchEveryComplete(s *Store) *Store {
+	s.watched = 0
+	return s
+}

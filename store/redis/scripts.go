@@ -33,7 +33,16 @@ return cur
 // completed it, the script changes nothing (the first response and retention
 // stay: a client may have been replayed them) and returns 1. It returns 0
 // when the key is absent or held by another token, and -1 when the value is
-// not a version-1 record.
+// not a version-1 record (or a record in progress that carries response
+// bytes).
+//
+// It never builds the completed value in Lua: concatenating a 1 MiB
+// response into a new Lua string cost the server 3.7–4.7 ms a call, against
+// 1.4 ms for merely receiving it as ARGV (INFO commandstats, Redis 7.0).
+// Instead it deletes the key and lets SETRANGE of the now missing key
+// allocate a string of exactly the final size with the response at its end,
+// then writes the small new header over its start (APPEND would do it in
+// place, but grows the string greedily, up to twice the memory).
 var completeScript = goredis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if not cur then return 0 end
@@ -45,10 +54,16 @@ local st = string.byte(cur, 2)
 if st ~= 1 and st ~= 2 then return -1 end
 if st == 2 then return 1 end
 local m = string.byte(cur, 4) * 256 + string.byte(cur, 5)
-if #cur < 13 + n + m then return -1 end
-redis.call('SET', KEYS[1],
-	string.sub(cur, 1, 1) .. '\2' .. string.sub(cur, 3, 5) .. ARGV[2] .. string.sub(cur, 14, 13 + n + m) .. ARGV[3],
-	'PX', ARGV[4])
+if #cur ~= 13 + n + m then return -1 end
+local head = string.sub(cur, 1, 1) .. '\2' .. string.sub(cur, 3, 5) .. ARGV[2] .. string.sub(cur, 14)
+if #ARGV[3] == 0 then
+	redis.call('SET', KEYS[1], head, 'PX', ARGV[4])
+else
+	redis.call('DEL', KEYS[1])
+	redis.call('SETRANGE', KEYS[1], #head, ARGV[3])
+	redis.call('SETRANGE', KEYS[1], 0, head)
+	redis.call('PEXPIRE', KEYS[1], ARGV[4])
+end
 return 1
 `)
 

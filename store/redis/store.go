@@ -37,6 +37,7 @@ type Store struct {
 	log    *slog.Logger
 
 	checkPolicy bool
+	watched     int          // response size from which Complete uses completeWatched
 	policyState atomic.Int32 // 0 not checked, 1 checking, 2 done
 	noSetGet    atomic.Bool  // the server rejected SET ... NX GET
 
@@ -114,7 +115,7 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 	if err := errors.Join(o.errs...); err != nil {
 		return nil, fmt.Errorf("redis: new: %w: %w", store.ErrInvalid, err)
 	}
-	return &Store{client: client, prefix: o.prefix, now: o.now, log: o.log, checkPolicy: o.checkPolicy}, nil
+	return &Store{client: client, prefix: o.prefix, now: o.now, log: o.log, checkPolicy: o.checkPolicy, watched: watchedComplete}, nil
 }
 
 // Close closes the client when the Store owns it (it was opened with
@@ -252,7 +253,15 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 	if response == nil {
 		response = []byte{}
 	}
-	n, err := completeScript.Run(ctx, s.client, []string{s.prefix + key}, string(token), encodeTime(at), response, ms).Int64()
+	var (
+		n   int64
+		err error
+	)
+	if len(response) >= s.watched {
+		n, err = s.completeWatched(ctx, s.prefix+key, token, response, at, ms)
+	} else {
+		n, err = completeScript.Run(ctx, s.client, []string{s.prefix + key}, string(token), encodeTime(at), response, ms).Int64()
+	}
 	if err != nil {
 		return s.fail(ctx, "complete", err)
 	}
@@ -263,6 +272,60 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 		return fmt.Errorf("redis: complete: key %q: %w", key, store.ErrLeaseLost)
 	}
 	return fmt.Errorf("redis: complete: key %q: %w", key, errCorrupt)
+}
+
+// watchedComplete is the response size from which Complete checks and
+// writes with WATCH … MULTI/EXEC instead of the completion script. Any
+// argument a script receives is copied into a Lua string, which for a
+// 1 MiB response costs the server about 1.4 ms (INFO commandstats, Redis
+// 7.0); a plain SET of a large argument takes the request's own buffer and
+// costs microseconds. Above this size that saving outweighs the second
+// round trip.
+const watchedComplete = 64 << 10
+
+// completeWatched does what completeScript does, with the same results (1
+// done, 0 lease lost, -1 not a record), as an optimistic transaction: WATCH
+// and GET the key, check the token where the script would, and SET the
+// completed value in MULTI/EXEC, which Redis aborts if the key changed (or
+// expired) since the WATCH; then it decides again.
+func (s *Store) completeWatched(ctx context.Context, rk string, token store.Token, response []byte, at, ms int64) (int64, error) {
+	for range maxAttempts {
+		var n int64
+		err := s.client.Watch(ctx, func(tx *goredis.Tx) error {
+			cur, err := tx.Get(ctx, rk).Result()
+			if errors.Is(err, goredis.Nil) {
+				n = 0
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			rec, err := decodeReply(rk, cur)
+			switch {
+			case err != nil:
+				n = -1
+				return nil
+			case rec.Token != token:
+				n = 0
+				return nil
+			case rec.Status == store.StatusCompleted:
+				n = 1 // a retried Complete: the first response and retention stay
+				return nil
+			}
+			val := encode(statusCompleted, token, rec.Fingerprint, at, response)
+			_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+				p.Set(ctx, rk, val, time.Duration(ms)*time.Millisecond)
+				return nil
+			})
+			n = 1
+			return err
+		}, rk)
+		if errors.Is(err, goredis.TxFailedErr) {
+			continue // the key changed between WATCH and EXEC: decide again
+		}
+		return n, err
+	}
+	return 0, fmt.Errorf("the key changed %d times while completing it", maxAttempts)
 }
 
 // Release implements store.Store with one script run that deletes the key
