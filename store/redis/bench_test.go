@@ -292,7 +292,8 @@ func everyNth(op func(int) error) func(int) error {
 // claimCompleteOps returns a Claim+Complete of a new key through the Store
 // and raw: SET NX GET PX, then the Store's completion script, or with
 // plainSet a plain SET XX PX of the completed value, the least Redis can do
-// to store a response (no token check).
+// to store a response (no token check; the value is built for each
+// operation, with its header, as anything storing a record must).
 func claimCompleteOps(b *testing.B, c *goredis.Client, prefix string, resp []byte, plainSet bool) (func(int) error, func(int) error) {
 	ctx := context.Background()
 	s := mustNew(b, c, WithPrefix(prefix), WithEvictionCheck(false))
@@ -301,7 +302,6 @@ func claimCompleteOps(b *testing.B, c *goredis.Client, prefix string, resp []byt
 	leaseMs, retentionMs := millis(benchLease), millis(benchRetention)
 	inProgress := encode(statusInProgress, tok, "fp", time.Now().Add(benchLease).UnixMilli(), nil)
 	expires := encodeTime(time.Now().Add(benchRetention).UnixMilli())
-	completed := encode(statusCompleted, tok, "fp", time.Now().Add(benchRetention).UnixMilli(), resp)
 	return func(i int) error {
 			key := storeKeys + strconv.Itoa(i)
 			cl, err := s.Claim(ctx, key, "fp", tok, benchLease)
@@ -318,6 +318,7 @@ func claimCompleteOps(b *testing.B, c *goredis.Client, prefix string, resp []byt
 				return fmt.Errorf("claim %s: %v", key, err)
 			}
 			if plainSet {
+				completed := encode(statusCompleted, tok, "fp", time.Now().Add(benchRetention).UnixMilli(), resp)
 				return c.SetArgs(ctx, key, completed, goredis.SetArgs{Mode: "XX", TTL: benchRetention}).Err()
 			}
 			n, err := completeScript.EvalSha(ctx, c, []string{key}, string(tok), expires, resp, retentionMs).Int64()

@@ -289,28 +289,58 @@ const watchedComplete = 64 << 10
 // completed value in MULTI/EXEC, which Redis aborts if the key changed (or
 // expired) since the WATCH; then it decides again.
 func (s *Store) completeWatched(ctx context.Context, rk string, token store.Token, response []byte, at, ms int64) (int64, error) {
+	// A plain client sends WATCH and GET in one round trip; a Cluster (or
+	// Ring) client needs the key given to Watch to find its node, which
+	// costs WATCH a round trip of its own.
+	_, plain := s.client.(*goredis.Client)
+	var keys []string
+	if !plain {
+		keys = []string{rk}
+	}
 	for range maxAttempts {
 		var n int64
 		err := s.client.Watch(ctx, func(tx *goredis.Tx) error {
-			cur, err := tx.Get(ctx, rk).Result()
-			if errors.Is(err, goredis.Nil) {
-				n = 0
+			var cur string
+			var err error
+			if plain {
+				var get *goredis.StringCmd
+				_, err = tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
+					p.Do(ctx, "watch", rk)
+					get = p.Get(ctx, rk)
+					return nil
+				})
+				if err == nil || errors.Is(err, goredis.Nil) {
+					cur, err = get.Result()
+				}
+			} else {
+				cur, err = tx.Get(ctx, rk).Result()
+			}
+			done := func(result int64) error {
+				n = result
+				if plain {
+					// Watch armed by hand: go-redis does not know to
+					// UNWATCH before the connection goes back to the pool.
+					return tx.Unwatch(ctx).Err()
+				}
 				return nil
 			}
+			if errors.Is(err, goredis.Nil) {
+				return done(0)
+			}
 			if err != nil {
+				if plain {
+					_ = tx.Unwatch(ctx).Err() // a broken connection is dropped anyway
+				}
 				return err
 			}
 			rec, err := decodeReply(rk, cur)
 			switch {
 			case err != nil:
-				n = -1
-				return nil
+				return done(-1)
 			case rec.Token != token:
-				n = 0
-				return nil
+				return done(0)
 			case rec.Status == store.StatusCompleted:
-				n = 1 // a retried Complete: the first response and retention stay
-				return nil
+				return done(1) // a retried Complete: the first response and retention stay
 			}
 			val := encode(statusCompleted, token, rec.Fingerprint, at, response)
 			_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
@@ -319,7 +349,7 @@ func (s *Store) completeWatched(ctx context.Context, rk string, token store.Toke
 			})
 			n = 1
 			return err
-		}, rk)
+		}, keys...)
 		if errors.Is(err, goredis.TxFailedErr) {
 			continue // the key changed between WATCH and EXEC: decide again
 		}
