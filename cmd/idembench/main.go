@@ -109,7 +109,7 @@ func main() {
 		}
 		all = append(all, rs...)
 	}
-	print(os.Stdout, all)
+	printTable(os.Stdout, all)
 	if failed {
 		os.Exit(1)
 	}
@@ -190,7 +190,7 @@ func median(v []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-func print(w io.Writer, rs []result) {
+func printTable(w io.Writer, rs []result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "backend\tcase\tratio\tmedian\tmin\tmax\trounds")
 	for _, r := range rs {
