@@ -45,16 +45,15 @@ func (r *row) record(key string) store.Record {
 	return rec
 }
 
-// Claim implements store.Store. A new key takes one round trip, and so does
-// a key that is completed (a replay, which writes nothing), held by another
-// token, or used with another fingerprint, while most recent claims of
-// this Store inserted new keys. While most met existing rows (a wave of
-// retries; see stats.found), Claim starts with a plain SELECT instead: a
-// replay then costs exactly one SELECT, and a new key one more round trip.
-// Either way a new key costs the server what a plain INSERT would, and a
-// replay writes nothing. Taking over a lapsed lease or
-// renewing the caller's own lease takes two; a row committed by a concurrent
-// claim after this one's statement began costs one more read.
+// Claim implements store.Store. Its first statement is the one the
+// Store's recent claims call for (see stats.found): while most inserted new
+// keys, a plain INSERT … ON CONFLICT DO NOTHING, so a new key costs exactly
+// that statement and one round trip, and a key that exists one SELECT more;
+// while most met existing rows (a wave of retries), a plain SELECT, so a
+// replay, a key held by another token or a mismatch costs exactly that
+// statement and one round trip, and a new key the INSERT more. A replay
+// never writes. Taking over a lapsed lease or renewing the caller's own
+// lease adds a token-checked UPDATE.
 func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.Token, lease time.Duration) (store.Claim, error) {
 	if err := store.CheckClaim(key, fingerprint, token, lease); err != nil {
 		return store.Claim{}, fmt.Errorf("postgres: claim: %w", err)
@@ -68,8 +67,6 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 	for attempt := range maxClaimAttempts {
 		// One variable for every scan destination: one allocation.
 		var d struct {
-			fp, tok        pgtype.Text
-			status         pgtype.Int2
 			r              row
 			inserted, live bool
 		}
@@ -86,20 +83,21 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 				continue
 			}
 		} else {
-			err = db.QueryRow(ctx, s.sql.claim, key, fingerprint, string(token), iv).
-				Scan(&d.fp, &d.tok, &d.status, &r.response, &r.expiresAt, &d.inserted, &d.live)
-			r.fingerprint, r.token, r.status = d.fp.String, d.tok.String, d.status.Int16
-			if attempt == 0 && err == nil {
+			// Most recent claims inserted: a plain INSERT … DO NOTHING,
+			// which is all a new key needs; a key that exists (or was
+			// committed meanwhile by a concurrent claim, which DO NOTHING
+			// waits for) is read by a second statement, which sees it.
+			err = db.QueryRow(ctx, s.sql.claim, key, fingerprint, string(token), iv).Scan(&r.expiresAt)
+			d.inserted = err == nil
+			if attempt == 0 && (err == nil || errors.Is(err, pgx.ErrNoRows)) {
 				s.stats.claimed(!d.inserted)
 			}
 			if errors.Is(err, pgx.ErrNoRows) {
-				// The row was committed after the statement's snapshot: a
-				// new statement sees it, unless it is gone again.
 				s.stats.rereads.Add(1)
 				err = db.QueryRow(ctx, s.sql.reread, key).
 					Scan(&r.fingerprint, &r.token, &r.status, &r.response, &r.expiresAt, &d.live)
 				if errors.Is(err, pgx.ErrNoRows) {
-					continue
+					continue // gone again (released, purged): insert again
 				}
 			}
 		}

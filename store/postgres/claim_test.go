@@ -65,7 +65,7 @@ func TestClaimRaceFreshKeys(t *testing.T) {
 		}
 		require.Equal(t, 1, acquired, "key %s: exactly one Claim acquires", key)
 	}
-	t.Logf("%d claims found a row committed after their snapshot and re-read it", s.stats.rereads.Load()-before)
+	t.Logf("%d claims met the row of another and read it", s.stats.rereads.Load()-before)
 }
 
 // TestClaimRaceLapsedKey races goroutines to take over one lapsed lease:

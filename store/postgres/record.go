@@ -15,7 +15,7 @@ import (
 // stats counts what tests want to see happen; shared by a Store and the
 // Stores InTx binds to its transactions.
 type stats struct {
-	rereads atomic.Int64 // claims whose first statement found a row committed after its snapshot
+	rereads atomic.Int64 // claims whose INSERT met an existing row and read it
 
 	// found steers Claim's choice of statement: up by one (to +foundCap)
 	// for each claim that met an existing row, down by one (to -foundCap)

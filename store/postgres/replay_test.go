@@ -231,8 +231,19 @@ func (cc countingConn) Write(b []byte) (int, error) {
 }
 
 // TestRoundTrips counts the statements and socket round trips of every
-// path, after a warm-up that has prepared each statement once.
+// path, after a warm-up that has prepared each statement once, with Claim
+// pinned to each of its first statements: insert first (a new key is one
+// round trip) and read first (a replay, a held key, a mismatch is one).
 func TestRoundTrips(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		pin  int8
+	}{{"InsertFirst", 1}, {"ReadFirst", 2}} {
+		t.Run(mode.name, func(t *testing.T) { roundTrips(t, mode.pin) })
+	}
+}
+
+func roundTrips(t *testing.T, pin int8) {
 	ctx := context.Background()
 	cfg, err := pgx.ParseConfig(testenv.PostgresURL(t))
 	require.NoError(t, err)
@@ -249,12 +260,14 @@ func TestRoundTrips(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	s := newTestStore(t, conn)
+	s.stats.pin = pin
 
 	type step struct {
-		name      string
-		setup     func(key string) // not counted
-		run       func(key string)
-		roundTrip int64
+		name  string
+		setup func(key string) // not counted
+		run   func(key string)
+		// round trips with Claim inserting first, and reading first
+		insertFirst, readFirst int64
 	}
 	other := store.NewToken()
 	mine := store.NewToken()
@@ -264,30 +277,30 @@ func TestRoundTrips(t *testing.T) {
 		require.Equal(t, want, c.Outcome, key)
 	}
 	steps := []step{
-		{"new key", nil, func(k string) { claim(k, "fp", mine, time.Minute, store.Acquired) }, 1},
+		{"new key", nil, func(k string) { claim(k, "fp", mine, time.Minute, store.Acquired) }, 1, 2},
 		{"replay", func(k string) {
 			claim(k, "fp", other, time.Minute, store.Acquired)
 			require.NoError(t, s.Complete(ctx, k, other, []byte("r"), time.Hour))
-		}, func(k string) { claim(k, "fp", mine, time.Minute, store.Completed) }, 1},
+		}, func(k string) { claim(k, "fp", mine, time.Minute, store.Completed) }, 2, 1},
 		{"held by another", func(k string) { claim(k, "fp", other, time.Minute, store.Acquired) },
-			func(k string) { claim(k, "fp", mine, time.Minute, store.InProgress) }, 1},
+			func(k string) { claim(k, "fp", mine, time.Minute, store.InProgress) }, 2, 1},
 		{"mismatch", func(k string) { claim(k, "fp", other, time.Minute, store.Acquired) },
-			func(k string) { claim(k, "fp2", mine, time.Minute, store.Mismatch) }, 1},
+			func(k string) { claim(k, "fp2", mine, time.Minute, store.Mismatch) }, 2, 1},
 		{"renew own lease", func(k string) { claim(k, "fp", mine, time.Minute, store.Acquired) },
-			func(k string) { claim(k, "fp", mine, time.Minute, store.Acquired) }, 2},
+			func(k string) { claim(k, "fp", mine, time.Minute, store.Acquired) }, 3, 2},
 		{"take over lapsed lease", func(k string) { claim(k, "fp", other, time.Microsecond, store.Acquired) },
-			func(k string) { claim(k, "fp", mine, time.Minute, store.Acquired) }, 2},
+			func(k string) { claim(k, "fp", mine, time.Minute, store.Acquired) }, 3, 2},
 		{"complete", func(k string) { claim(k, "fp", mine, time.Minute, store.Acquired) },
-			func(k string) { require.NoError(t, s.Complete(ctx, k, mine, []byte("r"), time.Hour)) }, 1},
+			func(k string) { require.NoError(t, s.Complete(ctx, k, mine, []byte("r"), time.Hour)) }, 1, 1},
 		{"complete, lease lost", func(k string) { claim(k, "fp", other, time.Minute, store.Acquired) },
 			func(k string) {
 				require.ErrorIs(t, s.Complete(ctx, k, mine, []byte("r"), time.Hour), store.ErrLeaseLost)
-			}, 1},
+			}, 1, 1},
 		{"release", func(k string) { claim(k, "fp", mine, time.Minute, store.Acquired) },
-			func(k string) { require.NoError(t, s.Release(ctx, k, mine)) }, 1},
+			func(k string) { require.NoError(t, s.Release(ctx, k, mine)) }, 1, 1},
 		{"get", func(k string) { claim(k, "fp", mine, time.Minute, store.Acquired) },
-			func(k string) { _, err := s.Get(ctx, k); require.NoError(t, err) }, 1},
-		{"get absent", nil, func(k string) { _, err := s.Get(ctx, k); require.ErrorIs(t, err, store.ErrNotFound) }, 1},
+			func(k string) { _, err := s.Get(ctx, k); require.NoError(t, err) }, 1, 1},
+		{"get absent", nil, func(k string) { _, err := s.Get(ctx, k); require.ErrorIs(t, err, store.ErrNotFound) }, 1, 1},
 	}
 	for round := range 2 { // round 0 prepares the statements
 		for _, st := range steps {
@@ -298,9 +311,13 @@ func TestRoundTrips(t *testing.T) {
 			cnt.reset()
 			st.run(key)
 			if round == 1 {
+				want := st.insertFirst
+				if pin == 2 {
+					want = st.readFirst
+				}
 				require.Zero(t, cnt.prepares.Load(), "%s: statements come from the cache", st.name)
-				require.Equal(t, st.roundTrip, cnt.writes.Load(), "%s: round trips", st.name)
-				require.Equal(t, st.roundTrip, cnt.queries.Load(), "%s: statements", st.name)
+				require.Equal(t, want, cnt.writes.Load(), "%s: round trips", st.name)
+				require.Equal(t, want, cnt.queries.Load(), "%s: statements", st.name)
 			}
 		}
 	}

@@ -10,11 +10,9 @@ const (
 
 // statements holds the SQL of one Store, built once for its table.
 type statements struct {
-	// claim inserts a new key, or returns the existing row when it was
-	// committed before the statement's snapshot; its last two columns say
-	// whether it inserted and whether the row is live (on the server's
-	// clock). No row: the conflicting
-	// row was committed after it (or is gone again); read it with reread.
+	// claim inserts a new key and returns its expiry; no row when the key
+	// exists (committed before the statement, or by a concurrent claim it
+	// waited for): read it with reread.
 	// $1 key, $2 fingerprint, $3 token, $4 lease.
 	claim string
 	// reread returns the row whatever its expiry, and whether it is live.
@@ -43,18 +41,10 @@ type statements struct {
 func buildStatements(table string) statements {
 	r := strings.NewReplacer("{t}", table)
 	return statements{
-		// The inserted row's fingerprint and token are the caller's own: the
-		// insert branch returns NULL for them (nothing to decode).
-		claim: r.Replace(`WITH ins AS (
-	INSERT INTO {t} AS t (key, fingerprint, token, status, expires_at)
-	VALUES ($1, $2, $3, 1, clock_timestamp() + $4::interval)
-	ON CONFLICT (key) DO NOTHING
-	RETURNING t.expires_at
-)
-SELECT NULL::text, NULL::text, NULL::smallint, NULL::bytea, expires_at, true, true FROM ins
-UNION ALL
-SELECT fingerprint, token, status, response, expires_at, false, expires_at > clock_timestamp() FROM {t}
-WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM ins)`),
+		claim: r.Replace(`INSERT INTO {t} AS t (key, fingerprint, token, status, expires_at)
+VALUES ($1, $2, $3, 1, clock_timestamp() + $4::interval)
+ON CONFLICT (key) DO NOTHING
+RETURNING t.expires_at`),
 
 		reread: r.Replace(`SELECT fingerprint, token, status, response, expires_at, expires_at > clock_timestamp() FROM {t} WHERE key = $1`),
 
