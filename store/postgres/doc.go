@@ -21,17 +21,19 @@
 //
 // All times come from the server's clock_timestamp(), so application servers
 // with skewed clocks agree; durations are sent as intervals of whole
-// microseconds (rounded up). The claim of a new key is one round trip:
+// microseconds (rounded up). Claim starts with the statement its recent
+// claims call for. While most inserted new keys it starts with
 //
-//	WITH ins AS (INSERT ... ON CONFLICT (key) DO NOTHING RETURNING ...)
-//	SELECT ... FROM ins UNION ALL SELECT ... FROM t WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM ins)
+//	INSERT ... ON CONFLICT (key) DO NOTHING RETURNING expires_at
 //
-// The same statement returns an existing record when its row was committed
-// before the statement began, so a replay is also one round trip, and it
-// writes nothing: no new row version, no row lock, no transaction id, no WAL,
-// no commit flush. When the row was committed after the statement's snapshot
-// was taken (a concurrent claim), the statement returns no row; the store
-// then reads the row with a second statement, which sees it. Taking over a
+// so a new key is one round trip and exactly the server work of that plain
+// statement; a key that exists (committed before, or by a concurrent claim
+// the INSERT waited for) returns no row and is read by a second statement,
+// which sees it. While most met existing rows (a wave of retries) it starts
+// with a plain SELECT of the row, so a replay is one round trip and exactly
+// a SELECT's work, and an absent key goes on to the INSERT. A replay writes
+// nothing either way: no new row version, no row lock, no transaction id,
+// no WAL, no commit flush. Taking over a
 // lapsed lease and renewing one's own lease are conditional UPDATEs that name
 // the token they expect, so the unique index and row locks alone decide who
 // holds a key, never a read followed by a write. Complete and Release are one

@@ -17,11 +17,14 @@
 //
 // One row per key in one table (default "idempotency_keys", see WithTable), keyed
 // by the key. Times are INTEGER unix microseconds read from the process
-// clock (injectable with WithClock), so comparisons are exact. Claim is one
-// INSERT … ON CONFLICT (key) DO UPDATE … WHERE <claimable> statement: the
-// unique key decides who acquires, never a read followed by a write. Only when
-// that statement changes nothing (another token holds the key, or it is
-// completed) does Claim read the row to report it. Complete is an UPDATE
+// clock (injectable with WithClock), so comparisons are exact. Claim reads
+// the row first: a live record it would not change (a replay, a mismatch,
+// another token's claim) is reported from that read, without a write, so it
+// never waits for the writers. Otherwise (absent, lapsed, or the caller's
+// own claim to renew) it runs one INSERT … ON CONFLICT (key) DO UPDATE …
+// WHERE <claimable> statement: the unique key decides who acquires, never a
+// read followed by a write; when that statement changes nothing (taken
+// meanwhile) Claim reads the row again to report it. Complete is an UPDATE
 // guarded by key and token, Release a DELETE guarded the same way.
 //
 // # Writes in one process
