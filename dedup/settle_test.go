@@ -45,7 +45,7 @@ func TestCompleteSurvivesStoreRestart(t *testing.T) {
 	mr := miniredis.RunT(t)
 	c := goredis.NewClient(&goredis.Options{Addr: mr.Addr(), MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 	t.Cleanup(func() { _ = c.Close() })
-	s := redis.New(c, redis.WithEvictionCheck(false))
+	s := mustRedis(t, c, redis.WithEvictionCheck(false))
 	d := newDeduper(t, s, dedup.WithLease(3*time.Second))
 	fx := newEffects()
 	const id = "evt_restart"
