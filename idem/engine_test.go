@@ -230,7 +230,7 @@ func TestRunCompleteRetriedThroughBlip(t *testing.T) {
 func TestRunCompleteSurvivesStoreRestart(t *testing.T) {
 	t.Run("miniredis", func(t *testing.T) {
 		mr := miniredis.RunT(t)
-		c := goredis.NewClient(&goredis.Options{Addr: mr.Addr(), MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+		c := goredis.NewClient(&goredis.Options{Addr: mr.Addr(), MaxRetries: -1, DialTimeout: 100 * time.Millisecond, DialerRetries: 1})
 		t.Cleanup(func() { _ = c.Close() })
 		testRestart(t, mustRedis(t, c, redis.WithEvictionCheck(false)), mr.Close, func() { require.NoError(t, mr.Restart()) })
 	})
