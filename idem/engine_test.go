@@ -498,3 +498,17 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 	}
 	assert.Equal(t, map[string]bool{idem.OpClaim: true, idem.OpComplete: true, idem.OpRelease: true}, ops)
 }
+
+func TestRunCompleteBoundedWhileRenewing(t *testing.T) {
+	const lease = 50 * time.Millisecond
+	f := &flaky{Store: newMemory(t), complete: func(int) error { return errBlip }}
+	e := newEngine(t, f, idem.WithLease(lease))
+	start := time.Now()
+	res, err := e.Run(t.Context(), key(t), "", func(context.Context) idem.Verdict { return idem.Keep(nil) })
+	require.ErrorIs(t, err, idem.ErrNotRecorded)
+	assert.Equal(t, idem.SettleFailed, res.Settle)
+	took := time.Since(start)
+	assert.GreaterOrEqual(t, took, 4*lease)
+	assert.Less(t, took, 40*lease)
+	assert.Greater(t, f.claims.Load(), int32(2), "renewals went on while Complete was retried")
+}
