@@ -181,7 +181,6 @@ func (p *redisProc) kill() {
 	p.cmd = nil
 }
 
-
 func (p *redisProc) pause()  { require.NoError(p.t, p.cmd.Process.Signal(syscall.SIGSTOP)) }
 func (p *redisProc) resume() { require.NoError(p.t, p.cmd.Process.Signal(syscall.SIGCONT)) }
 
