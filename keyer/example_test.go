@@ -50,3 +50,24 @@ func ExampleCanonicalJSON() {
 	// {"a":"é","b":[1,2.0]} true
 	// false
 }
+
+// Keys go into logs hashed: the same key gives the same hash under one
+// secret, so a request's lines and its retries' lines can be found together,
+// but the tenant and the client's key cannot be read back.
+func ExampleHashKeys() {
+	redact, err := keyer.HashKeys([]byte("a secret every process shares"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	key, _ := keyer.ScopedKey("order-42", "acme")
+	fmt.Println(key)
+	fmt.Println(redact(key))
+	fmt.Println(redact(key) == redact(key))
+	fmt.Printf("%q\n", keyer.OmitKeys()(key))
+	// Output:
+	// 4:acme|8:order-42
+	// hmac:fdc93296b4aa087412c9a9a0e0a3c310
+	// true
+	// ""
+}
