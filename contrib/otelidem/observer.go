@@ -69,7 +69,7 @@ func (t *Telemetry) observe(ev idem.Event) {
 }
 
 func (t *Telemetry) attrs() []attribute.KeyValue {
-	return t.spanAttrs[:len(t.spanAttrs)-1 : len(t.spanAttrs)-1]
+	return t.spanAttrs[: len(t.spanAttrs)-1 : len(t.spanAttrs)-1]
 }
 
 func (t *Telemetry) storeCall(ctx context.Context, ev idem.Event, now time.Time) {
