@@ -66,6 +66,7 @@
 //	work returns KeepWithoutResponse            roll back (no effect committed without its answer)             TestTxNotKeptRollsBack
 //	work panics                                 roll back, then the panic goes on                              TestTxPanicRollsBack
 //	work ran past half the lease                lease renewed once in the transaction before Complete          TestTxRenewsBeforeComplete
+//	Complete finds the lease lapsed              claim again with the same token (nobody can hold the row), retry TestTxCompleteAfterLapseReclaims
 //	commit (or Complete) fails                  SettleUnknown, ErrNotRecorded: a retry replays or runs         TestTxCommitFails
 //	concurrent duplicate                        blocks on the key's row, then replays                          TestTxConcurrentOnce
 //

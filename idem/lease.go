@@ -35,7 +35,9 @@ func (e *Engine) runLease(ctx context.Context, key, fp string, work Work) (Resul
 				// already have lapsed, or lapse before a renewal or the
 				// Complete reach the store, and then a retry runs the work a
 				// second time. Do not run the work on such a lease.
-				e.release(ctx, key, tok)
+				if e.release(ctx, key, tok) == nil {
+					e.emit(ctx, Event{Kind: Released, Key: key, Reason: "claim too slow"})
+				}
 				e.emit(ctx, Event{Kind: SlowClaim, Key: key})
 				return Result{}, fmt.Errorf("idem: claim %q took %v, half the lease (%v) or more: %w",
 					key, took.Round(time.Millisecond), e.opts.lease, ErrSlowClaim)

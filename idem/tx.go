@@ -102,9 +102,23 @@ func (e *Engine) inTx(ctx context.Context, s store.Store, key, fp string, tok st
 		}
 		e.emit(ctx, Event{Kind: Renewed, Key: key})
 	}
-	return e.call(ctx, key, OpComplete, func() error {
-		return s.Complete(ctx, key, tok, run.verdict.response, e.opts.retention)
-	})
+	complete := func() error {
+		return e.call(ctx, key, OpComplete, func() error {
+			return s.Complete(ctx, key, tok, run.verdict.response, e.opts.retention)
+		})
+	}
+	err = complete()
+	if errors.Is(err, store.ErrLeaseLost) {
+		// The work outlived the lease by the store's clock. No other claim
+		// can have taken the key meanwhile (it waits on the key's row until
+		// this transaction ends), so claiming it again with the same token
+		// renews the lease, and the completion goes through.
+		if c, cerr := e.claim(ctx, s, key, fp, tok, OpRenew); cerr == nil && c.Outcome == store.Acquired {
+			e.emit(ctx, Event{Kind: Renewed, Key: key})
+			err = complete()
+		}
+	}
+	return err
 }
 
 // afterTx reports a transaction whose work ran; err is what InTx returned.

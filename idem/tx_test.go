@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/store/sqlite"
+	"github.com/idemkit/idemkit/storetest"
 )
 
 func forEachTx(t *testing.T, test func(t *testing.T, b txBackend)) {
@@ -160,4 +163,23 @@ func TestTxConcurrentOnce(t *testing.T) {
 		assert.EqualValues(t, 1, runs.Load())
 		assert.Equal(t, 1, b.count(t, k))
 	})
+}
+
+func TestTxCompleteAfterLapseReclaims(t *testing.T) {
+	clock := storetest.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	s, err := sqlite.Open(filepath.Join(t.TempDir(), "lapse.db"), sqlite.WithClock(clock.Now))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	require.NoError(t, s.Migrate(t.Context()))
+	e := newEngine(t, s, idem.WithTransactions(), idem.WithLease(time.Second))
+	k := key(t)
+	res, err := e.Run(t.Context(), k, "", func(ctx context.Context) idem.Verdict {
+		clock.Advance(time.Hour) // the lease lapses by the store's clock
+		return idem.Keep([]byte("late but alone"))
+	})
+	require.NoError(t, err)
+	assert.Equal(t, idem.SettleCompleted, res.Settle)
+	r, err := s.Get(t.Context(), k)
+	require.NoError(t, err)
+	assert.Equal(t, store.StatusCompleted, r.Status)
 }
