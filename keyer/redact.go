@@ -1,6 +1,7 @@
 package keyer
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"log/slog"
 	"sync"
 )
 
@@ -101,4 +103,77 @@ func (r Redactor) Redact(key string) string {
 		return DefaultRedactor()(key)
 	}
 	return r(key)
+}
+
+// DefaultKeyAttrs are the attribute names RedactHandler redacts when given
+// none: the names idemkit's packages log store keys under.
+var DefaultKeyAttrs = []string{"key"}
+
+// RedactHandler returns a slog.Handler that writes every string attribute
+// named in names (DefaultKeyAttrs when none are given), at any depth of
+// groups, through r (DefaultRedactor when r is nil), and passes the record on
+// to h. Wrap the logger given to idemkit with it, or any logger whose lines
+// may carry keys:
+//
+//	logger := slog.New(keyer.RedactHandler(slog.Default().Handler(), nil))
+//
+// Attributes of other kinds (a slog.LogValuer included, resolved first) are
+// redacted when they resolve to a string; others pass unchanged.
+func RedactHandler(h slog.Handler, r Redactor, names ...string) slog.Handler {
+	if len(names) == 0 {
+		names = DefaultKeyAttrs
+	}
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	if r == nil {
+		r = DefaultRedactor()
+	}
+	return &redactHandler{h: h, r: r, names: set}
+}
+
+type redactHandler struct {
+	h     slog.Handler
+	r     Redactor
+	names map[string]bool
+}
+
+func (h *redactHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.h.Enabled(ctx, l) }
+
+func (h *redactHandler) Handle(ctx context.Context, rec slog.Record) error {
+	out := slog.NewRecord(rec.Time, rec.Level, rec.Message, rec.PC)
+	rec.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(h.attr(a))
+		return true
+	})
+	return h.h.Handle(ctx, out)
+}
+
+func (h *redactHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	red := make([]slog.Attr, len(attrs))
+	for i, a := range attrs {
+		red[i] = h.attr(a)
+	}
+	return &redactHandler{h: h.h.WithAttrs(red), r: h.r, names: h.names}
+}
+
+func (h *redactHandler) WithGroup(name string) slog.Handler {
+	return &redactHandler{h: h.h.WithGroup(name), r: h.r, names: h.names}
+}
+
+func (h *redactHandler) attr(a slog.Attr) slog.Attr {
+	a.Value = a.Value.Resolve()
+	switch {
+	case a.Value.Kind() == slog.KindGroup:
+		g := a.Value.Group()
+		red := make([]slog.Attr, len(g))
+		for i, ga := range g {
+			red[i] = h.attr(ga)
+		}
+		return slog.Attr{Key: a.Key, Value: slog.GroupValue(red...)}
+	case h.names[a.Key] && a.Value.Kind() == slog.KindString:
+		return slog.String(a.Key, h.r(a.Value.String()))
+	}
+	return a
 }
