@@ -17,8 +17,8 @@ type payment struct {
 // ledger keeps the payments in the process: the example is about the
 // middleware's operations, not about the payments.
 type ledger struct {
-	delay time.Duration
-	mu    sync.Mutex
+	delay    time.Duration
+	mu       sync.Mutex
 	payments []payment
 }
 
