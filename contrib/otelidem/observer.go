@@ -30,7 +30,7 @@ func (t *Telemetry) observe(ev idem.Event) {
 	case idem.StoreCall:
 		t.storeCall(ctx, ev, now)
 	case idem.StoreError:
-		t.storeErrs.Add(ctx, 1, metric.WithAttributes(append(t.attrs(), AttrOp.String(ev.Op), t.storeAttrs)...))
+		t.storeErrs.Add(ctx, 1, t.opSet(ev.Op).errors)
 		switch ev.Op {
 		case idem.OpClaim:
 			t.claimed(ctx, ev, OutcomeStoreError, now)
@@ -68,13 +68,41 @@ func (t *Telemetry) observe(ev idem.Event) {
 	}
 }
 
+// opSets are the attribute sets of one store operation's measurements.
+type opSets struct{ ok, failed, errors metric.MeasurementOption }
+
+func (t *Telemetry) newOpSets(op string) *opSets {
+	base := append(t.attrs(), AttrOp.String(op), t.storeAttrs)
+	return &opSets{
+		ok:     metric.WithAttributeSet(attribute.NewSet(append(base, AttrError.Bool(false))...)),
+		failed: metric.WithAttributeSet(attribute.NewSet(append(base, AttrError.Bool(true))...)),
+		errors: metric.WithAttributeSet(attribute.NewSet(base...)),
+	}
+}
+
+// opSet returns the sets of op, made once per operation name.
+func (t *Telemetry) opSet(op string) *opSets {
+	if s, ok := t.ops[op]; ok {
+		return s
+	}
+	if s, ok := t.extraOps.Load(op); ok {
+		return s.(*opSets)
+	}
+	s, _ := t.extraOps.LoadOrStore(op, t.newOpSets(op))
+	return s.(*opSets)
+}
+
 func (t *Telemetry) attrs() []attribute.KeyValue {
 	return t.spanAttrs[: len(t.spanAttrs)-1 : len(t.spanAttrs)-1]
 }
 
 func (t *Telemetry) storeCall(ctx context.Context, ev idem.Event, now time.Time) {
-	t.storeDur.Record(ctx, ev.Took.Seconds(), metric.WithAttributes(append(t.attrs(),
-		AttrOp.String(ev.Op), t.storeAttrs, AttrError.Bool(ev.Err != nil))...))
+	os := t.opSet(ev.Op)
+	if ev.Err != nil {
+		t.storeDur.Record(ctx, ev.Took.Seconds(), os.failed)
+	} else {
+		t.storeDur.Record(ctx, ev.Took.Seconds(), os.ok)
+	}
 	switch ev.Op {
 	case idem.OpClaim:
 		t.mu.Lock()
@@ -146,8 +174,13 @@ func (t *Telemetry) claimed(ctx context.Context, ev idem.Event, outcome string, 
 	}
 	t.mu.Unlock()
 
-	_, span := t.tracer.Start(ctx, "idem.claim", trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(t.spanAttrs...), trace.WithAttributes(AttrOutcome.String(outcome)))
+	_, span := t.tracer.Start(ctx, "idem.claim", trace.WithTimestamp(start), trace.WithSpanKind(trace.SpanKindInternal))
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
+	span.SetAttributes(t.spanAttrs...)
+	span.SetAttributes(AttrOutcome.String(outcome))
 	t.keyAttr(span, ev.Key)
 	if ev.Err != nil {
 		span.RecordError(ev.Err)
@@ -187,8 +220,13 @@ func (t *Telemetry) settled(ctx context.Context, ev idem.Event, outcome string, 
 	if !settle.IsZero() {
 		t.settleDur.Record(ctx, now.Sub(settle).Seconds(), t.outcomeSets[outcome])
 	}
-	_, span := t.tracer.Start(ctx, "idem.settle", trace.WithTimestamp(workEnd), trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(t.spanAttrs...), trace.WithAttributes(AttrOutcome.String(outcome)))
+	_, span := t.tracer.Start(ctx, "idem.settle", trace.WithTimestamp(workEnd), trace.WithSpanKind(trace.SpanKindInternal))
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
+	span.SetAttributes(t.spanAttrs...)
+	span.SetAttributes(AttrOutcome.String(outcome))
 	t.keyAttr(span, ev.Key)
 	if ev.Reason != "" {
 		span.SetAttributes(AttrReason.String(ev.Reason))

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/keyer"
 	"github.com/idemkit/idemkit/store"
 )
@@ -156,6 +157,9 @@ type Telemetry struct {
 	spanAttrs   []attribute.KeyValue
 	outcomeSets map[string]metric.MeasurementOption
 
+	ops      map[string]*opSets // the engine's operations, made by New
+	extraOps sync.Map           // any other operation name: string → *opSets
+
 	mu     sync.Mutex
 	keys   map[string]*keyState
 	sweeps int
@@ -232,6 +236,10 @@ func New(opts ...Option) (*Telemetry, error) {
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("otelidem: new: %w", err)
+	}
+	t.ops = map[string]*opSets{}
+	for _, op := range []string{idem.OpClaim, idem.OpRenew, idem.OpComplete, idem.OpRelease, idem.OpTx} {
+		t.ops[op] = t.newOpSets(op)
 	}
 	t.outcomeSets = map[string]metric.MeasurementOption{}
 	for _, o := range []string{
