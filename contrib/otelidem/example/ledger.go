@@ -8,6 +8,9 @@ import (
 	"time"
 )
 
+// maxAmount is the largest payment the pretend bank accepts, in cents.
+const maxAmount = 100_000
+
 // payment is what POST /payments creates.
 type payment struct {
 	ID     int64 `json:"id"`
@@ -28,6 +31,12 @@ func (l *ledger) create(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Amount <= 0 {
 		http.Error(w, `the body must be {"amount": <positive cents>}`, http.StatusBadRequest)
+		return
+	}
+	if req.Amount > maxAmount {
+		// The bank said no: nothing was charged, so the 502 releases the key
+		// and a retry runs again.
+		http.Error(w, "the bank declined the payment", http.StatusBadGateway)
 		return
 	}
 	if l.delay > 0 {

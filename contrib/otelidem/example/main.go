@@ -11,6 +11,7 @@
 // /payments lists them. -wait 0 (the default here) answers a duplicate that
 // arrives while the first request runs with 409, so the ten-parallel
 // exercise shows one 201 and nine 409s; -delay sets how long the first takes.
+// An amount over 100000 cents is declined with a 502, which releases the key.
 package main
 
 import (

@@ -96,8 +96,8 @@ next:
 
 // TestTenParallelShows409And422Counters is the seeds' exercise against the
 // example: ten identical requests at once (one 201, nine 409 with -wait 0),
-// two retries (replays), one reuse of the key for another body (422), then
-// the counters on /metrics.
+// two retries (replays), one reuse of the key for another body (422), one
+// declined payment (502: released), then the counters on /metrics.
 func TestTenParallelShows409And422Counters(t *testing.T) {
 	base := start(t, config{Store: "memory", Delay: 300 * time.Millisecond, Retention: time.Hour, PurgeEvery: time.Hour})
 	const key = "5d0f0c52-3b8e-4a44-9f7e-2a9c0d1e7b11"
@@ -123,7 +123,10 @@ func TestTenParallelShows409And422Counters(t *testing.T) {
 	if c := post(t, base, key, `{"amount":9999}`); c != 422 {
 		t.Fatalf("another body: %d", c)
 	}
-	for outcome, want := range map[string]float64{"acquired": 1, "in_progress": 9, "replayed": 2, "mismatch": 1} {
+	if c := post(t, base, "declined-1", `{"amount":500000}`); c != 502 {
+		t.Fatalf("declined: %d", c)
+	}
+	for outcome, want := range map[string]float64{"acquired": 2, "in_progress": 9, "replayed": 2, "mismatch": 1} {
 		if got := metric(t, base, "idem_claims_total", `idem_outcome="`+outcome+`"`); got != want {
 			t.Errorf("idem_claims_total{idem_outcome=%q} = %v, want %v", outcome, got, want)
 		}
@@ -131,8 +134,11 @@ func TestTenParallelShows409And422Counters(t *testing.T) {
 	if got := metric(t, base, "idem_settles_total", `idem_outcome="completed"`); got != 1 {
 		t.Errorf("idem_settles_total{completed} = %v, want 1", got)
 	}
-	if got := metric(t, base, "idem_store_duration_seconds_count", `idem_op="claim"`, `idem_store="memory"`); got != 13 {
-		t.Errorf("claim calls = %v, want 13", got)
+	if got := metric(t, base, "idem_settles_total", `idem_outcome="released"`); got != 1 {
+		t.Errorf("idem_settles_total{released} = %v, want 1", got)
+	}
+	if got := metric(t, base, "idem_store_duration_seconds_count", `idem_op="claim"`, `idem_store="memory"`); got != 14 {
+		t.Errorf("claim calls = %v, want 14", got)
 	}
 	if got := metric(t, base, "idem_work_duration_seconds_sum"); got < 0.3 {
 		t.Errorf("work took %vs, want at least the 0.3s delay", got)
