@@ -46,7 +46,7 @@ func pragma(t *testing.T, s *sqlite.Store, name string) int64 {
 func rows(t *testing.T, s *sqlite.Store) int64 {
 	t.Helper()
 	var n int64
-	if err := s.DB().QueryRow(`SELECT count(*) FROM "` + s.Table() + `"`).Scan(&n); err != nil {
+	if err := s.DB().QueryRow("SELECT count(*) FROM " + s.Table()).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -14,7 +14,11 @@ import (
 // A service starts the job beside its server and stops it with the same
 // context; every run's count goes to the logger and to observers (metrics).
 func ExampleRun() {
-	s := memory.New()
+	s, err := memory.New()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer s.Close()
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error)
@@ -36,7 +40,11 @@ func ExampleRun() {
 // Once runs a single purge, for a cron job or an admin endpoint.
 func ExampleJob_Once() {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := memory.New(memory.WithClock(func() time.Time { return now }))
+	s, err := memory.New(memory.WithClock(func() time.Time { return now }))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer s.Close()
 	ctx := context.Background()
 	tok := store.NewToken()

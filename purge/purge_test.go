@@ -105,7 +105,10 @@ func wait(t *testing.T, cancel context.CancelFunc, done <-chan error) {
 
 func TestJobPurgesMemoryStore(t *testing.T) {
 	clk := newClock()
-	s := memory.New(memory.WithClock(clk.Now), memory.WithSweepInterval(time.Hour))
+	s, err := memory.New(memory.WithClock(clk.Now), memory.WithSweepInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { s.Close() })
 	fill(t, s, "old", 300, time.Minute, []byte("resp"))
 	fill(t, s, "live", 40, 24*time.Hour, []byte("resp"))

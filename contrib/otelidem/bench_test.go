@@ -47,7 +47,10 @@ func BenchmarkRun(b *testing.B) {
 	for round := 0; round < 2; round++ { // interleaved: bare, metrics, spans, bare, ...
 		for _, c := range cases {
 			b.Run(c.name, func(b *testing.B) {
-				st := memory.New()
+				st, err := memory.New()
+				if err != nil {
+					b.Fatal(err)
+				}
 				defer st.Close()
 				e, err := idem.New(st, c.opts(b)...)
 				if err != nil {

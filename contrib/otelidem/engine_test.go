@@ -28,7 +28,11 @@ func newEngine(t *testing.T, h *harness, s store.Store, opts ...idem.Option) *id
 }
 
 func newMemory(t *testing.T) *memory.Store {
-	s := memory.New()
+	t.Helper()
+	s, err := memory.New()
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { s.Close() })
 	return s
 }

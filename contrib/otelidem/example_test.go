@@ -25,7 +25,10 @@ func ExampleTelemetry_Observer() {
 		panic(err)
 	}
 
-	st := memory.New()
+	st, err := memory.New()
+	if err != nil {
+		panic(err)
+	}
 	defer st.Close()
 	e, err := idem.New(st, idem.WithObserver(tel.Observer()))
 	if err != nil {

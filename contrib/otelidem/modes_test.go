@@ -69,7 +69,10 @@ func TestLeaseLostCountsOnce(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	st := memory.New(memory.WithClock(clock))
+	st, err := memory.New(memory.WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { st.Close() })
 	h := newHarness(t)
 	e := newEngine(t, h, st, idem.WithLease(40*time.Millisecond))

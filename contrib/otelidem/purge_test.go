@@ -17,7 +17,10 @@ func TestPurgeObserverCountsDeletedRecords(t *testing.T) {
 	h := newHarness(t, otelidem.WithBackend("memory"))
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var clock = func() time.Time { return now }
-	s := memory.New(memory.WithClock(func() time.Time { return clock() }), memory.WithSweepInterval(time.Hour))
+	s, err := memory.New(memory.WithClock(func() time.Time { return clock() }), memory.WithSweepInterval(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { s.Close() })
 	ctx := context.Background()
 	for _, k := range []string{"a", "b", "c"} {

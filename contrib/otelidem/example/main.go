@@ -110,7 +110,10 @@ func newServer(cfg config, logger *slog.Logger) (*server, purge.Option, error) {
 	closeStore := func() {}
 	switch cfg.Store {
 	case "memory":
-		m := memory.New()
+		m, err := memory.New()
+		if err != nil {
+			return nil, nil, err
+		}
 		st, closeStore = m, func() { m.Close() }
 	case "sqlite":
 		s, err := sqlite.Open(cfg.DB)
