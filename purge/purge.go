@@ -188,6 +188,9 @@ func (j *Job) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
+		if ctx.Err() != nil {
+			return nil // both were ready: do not start a run that is cancelled already
+		}
 		j.Once(ctx)
 		t.Reset(j.next())
 	}
