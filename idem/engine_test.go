@@ -230,7 +230,7 @@ func TestRunCompleteRetriedThroughBlip(t *testing.T) {
 func TestRunCompleteSurvivesStoreRestart(t *testing.T) {
 	t.Run("miniredis", func(t *testing.T) {
 		mr := miniredis.RunT(t)
-		c := goredis.NewClient(&goredis.Options{Addr: mr.Addr(), MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+		c := goredis.NewClient(&goredis.Options{Addr: mr.Addr(), MaxRetries: -1, DialTimeout: 100 * time.Millisecond, DialerRetries: 1})
 		t.Cleanup(func() { _ = c.Close() })
 		testRestart(t, mustRedis(t, c, redis.WithEvictionCheck(false)), mr.Close, func() { require.NoError(t, mr.Restart()) })
 	})
@@ -497,4 +497,18 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 		assert.NotNil(t, ev.Ctx)
 	}
 	assert.Equal(t, map[string]bool{idem.OpClaim: true, idem.OpComplete: true, idem.OpRelease: true}, ops)
+}
+
+func TestRunCompleteBoundedWhileRenewing(t *testing.T) {
+	const lease = 50 * time.Millisecond
+	f := &flaky{Store: newMemory(t), complete: func(int) error { return errBlip }}
+	e := newEngine(t, f, idem.WithLease(lease))
+	start := time.Now()
+	res, err := e.Run(t.Context(), key(t), "", func(context.Context) idem.Verdict { return idem.Keep(nil) })
+	require.ErrorIs(t, err, idem.ErrNotRecorded)
+	assert.Equal(t, idem.SettleFailed, res.Settle)
+	took := time.Since(start)
+	assert.GreaterOrEqual(t, took, 4*lease)
+	assert.Less(t, took, 40*lease)
+	assert.Greater(t, f.claims.Load(), int32(2), "renewals went on while Complete was retried")
 }
