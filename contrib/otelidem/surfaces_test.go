@@ -18,7 +18,7 @@ import (
 )
 
 // TestSurfacesCountAlike runs the same script (two first runs, one replay,
-// one release) through httpidem, dedup and the engine itself, each with a
+// one release) through httpidem, dedup, idem.Do and the engine itself, each with a
 // Telemetry of its own surface attribute on one meter provider: every
 // surface reports the same counts under the same instruments.
 func TestSurfacesCountAlike(t *testing.T) {
@@ -66,6 +66,16 @@ func TestSurfacesCountAlike(t *testing.T) {
 		d.Process(ctx, c.id, c.fn)
 	}
 
+	// idem.Do with a typed result.
+	de, err := idem.New(newMemory(t), idem.WithObserver(tel("do").Observer()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	charge := func(context.Context) (int, error) { return 42, nil }
+	idem.Do(ctx, de, "charge-a", charge)
+	idem.Do(ctx, de, "charge-a", charge)
+	idem.Do(ctx, de, "charge-b", func(context.Context) (int, error) { return 0, errors.New("card declined") })
+
 	// The engine itself.
 	e, err := idem.New(newMemory(t), idem.WithObserver(tel("engine").Observer()))
 	if err != nil {
@@ -77,7 +87,7 @@ func TestSurfacesCountAlike(t *testing.T) {
 	e.Run(ctx, "b", "fp", func(context.Context) idem.Verdict { return idem.Discard("no") })
 
 	ms := h.metrics(t)
-	for _, surface := range []string{"http", "dedup", "engine"} {
+	for _, surface := range []string{"http", "dedup", "do", "engine"} {
 		s := attribute.String("idem.surface", surface)
 		got := [4]int64{
 			sum(t, ms, "idem.claims", outcome(otelidem.OutcomeAcquired), s),
