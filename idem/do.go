@@ -130,7 +130,7 @@ func DoKey(key string, scope ...string) string {
 func Do[T any](ctx context.Context, e *Engine, key string, fn func(ctx context.Context) (T, error), opts ...DoOption) (T, error) {
 	var zero T
 	if e == nil || fn == nil {
-		return zero, fmt.Errorf("idem: do %q: %w: nil engine or fn", key, store.ErrInvalid)
+		return zero, fmt.Errorf("idem: do: %w: nil engine or fn", store.ErrInvalid)
 	}
 	if key == "" {
 		return zero, fmt.Errorf("idem: do: %w: empty key", store.ErrInvalid)
@@ -141,14 +141,15 @@ func Do[T any](ctx context.Context, e *Engine, key string, fn func(ctx context.C
 			continue
 		}
 		if err := opt(&o); err != nil {
-			return zero, fmt.Errorf("idem: do %q: %w: %w", key, store.ErrInvalid, err)
+			return zero, fmt.Errorf("idem: do: %w: %w", store.ErrInvalid, err)
 		}
 	}
 	var (
 		v     T
 		fnErr error
 	)
-	res, err := e.Run(ctx, DoKey(key, o.scope...), o.fingerprint, func(ctx context.Context) Verdict {
+	skey := DoKey(key, o.scope...)
+	res, err := e.Run(ctx, skey, o.fingerprint, func(ctx context.Context) Verdict {
 		v, fnErr = fn(ctx)
 		if fnErr != nil {
 			return Discard(fnErr.Error())
@@ -156,7 +157,7 @@ func Do[T any](ctx context.Context, e *Engine, key string, fn func(ctx context.C
 		b, err := o.codec.Marshal(v)
 		switch {
 		case err != nil:
-			e.opts.logger.WarnContext(ctx, "idem: do: the result cannot be encoded; recorded without it", "key", key, "err", err)
+			e.opts.logger.WarnContext(ctx, "idem: do: the result cannot be encoded; recorded without it", "key", e.show(skey), "err", e.scrub(skey, err))
 			return KeepWithoutResponse("result cannot be encoded: " + err.Error())
 		case len(b) > o.maxResult:
 			return KeepWithoutResponse("result larger than " + strconv.Itoa(o.maxResult) + " bytes")
@@ -174,20 +175,20 @@ func Do[T any](ctx context.Context, e *Engine, key string, fn func(ctx context.C
 		return v, err
 	case store.Completed:
 		if res.NotKept {
-			return zero, fmt.Errorf("idem: do %q: %w", key, ErrNotKept)
+			return zero, fmt.Errorf("idem: do %q: %w", e.show(skey), ErrNotKept)
 		}
 		var out T
 		if err := o.codec.Unmarshal(res.Record.Response, &out); err != nil {
-			return zero, fmt.Errorf("idem: do %q: decode the kept result: %w", key, err)
+			return zero, fmt.Errorf("idem: do %q: decode the kept result: %w", e.show(skey), e.scrub(skey, err))
 		}
 		return out, nil
 	case store.InProgress:
 		if err != nil {
 			return zero, err
 		}
-		return zero, fmt.Errorf("idem: do %q: %w (lease until %v)", key, ErrInProgress, res.Record.LockedUntil)
+		return zero, fmt.Errorf("idem: do %q: %w (lease until %v)", e.show(skey), ErrInProgress, res.Record.LockedUntil)
 	case store.Mismatch:
-		return zero, fmt.Errorf("idem: do %q: %w", key, ErrMismatch)
+		return zero, fmt.Errorf("idem: do %q: %w", e.show(skey), ErrMismatch)
 	}
 	return zero, err
 }

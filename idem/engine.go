@@ -217,13 +217,14 @@ func (e *Engine) waitStep(ctx context.Context, key string, deadline time.Time, a
 	}
 }
 
-// call times one store call and reports it.
+// call times one store call and reports it. The error's text names the key
+// only in its redacted form (a backend may quote the key).
 func (e *Engine) call(ctx context.Context, key, op string, f func() error) error {
 	if len(e.opts.observers) == 0 {
-		return f()
+		return e.scrub(key, f())
 	}
 	start := time.Now()
-	err := f()
+	err := e.scrub(key, f())
 	e.emit(ctx, Event{Kind: StoreCall, Key: key, Op: op, Took: time.Since(start), Err: err})
 	if err != nil {
 		e.emit(ctx, Event{Kind: StoreError, Key: key, Op: op, Err: err})

@@ -23,9 +23,9 @@ func (e *Engine) runLease(ctx context.Context, key, fp string, work Work) (Resul
 		c, err := e.claim(ctx, e.s, key, fp, tok, OpClaim)
 		if err != nil {
 			if ctx.Err() != nil {
-				return Result{}, fmt.Errorf("idem: claim %q: %w", key, context.Cause(ctx))
+				return Result{}, fmt.Errorf("idem: claim %q: %w", e.show(key), context.Cause(ctx))
 			}
-			return Result{}, fmt.Errorf("idem: claim %q: %w: %w", key, ErrUnavailable, err)
+			return Result{}, fmt.Errorf("idem: claim %q: %w: %w", e.show(key), ErrUnavailable, err)
 		}
 		o := e.interpret(c, fp)
 		switch {
@@ -40,14 +40,14 @@ func (e *Engine) runLease(ctx context.Context, key, fp string, work Work) (Resul
 				}
 				e.emit(ctx, Event{Kind: SlowClaim, Key: key})
 				return Result{}, fmt.Errorf("idem: claim %q took %v, half the lease (%v) or more: %w",
-					key, took.Round(time.Millisecond), e.opts.lease, ErrSlowClaim)
+					e.show(key), took.Round(time.Millisecond), e.opts.lease, ErrSlowClaim)
 			}
 			e.emit(ctx, Event{Kind: Acquired, Key: key})
 			return e.runHeld(ctx, key, fp, tok, sent, work)
 		case o == store.InProgress && e.opts.wait > 0 && e.waitStep(ctx, key, deadline, attempt):
 			continue
 		case o == store.InProgress && ctx.Err() != nil:
-			return Result{Outcome: o, Record: c.Record}, fmt.Errorf("idem: wait for %q: %w", key, context.Cause(ctx))
+			return Result{Outcome: o, Record: c.Record}, fmt.Errorf("idem: wait for %q: %w", e.show(key), context.Cause(ctx))
 		}
 		return e.duplicate(ctx, key, c, o), nil
 	}
@@ -84,7 +84,7 @@ func (e *Engine) settle(ctx context.Context, key string, tok store.Token, hb *he
 		hb.stop()
 		res.Settle = SettleLeaseLost
 		e.emit(ctx, Event{Kind: LeaseLost, Key: key, Err: lost, Status: v.status, Reason: "lost while the work ran"})
-		return res, fmt.Errorf("idem: settle %q: %w", key, lost)
+		return res, fmt.Errorf("idem: settle %q: %w", e.show(key), lost)
 	}
 	switch v.kindOrKeep() {
 	case discard:
@@ -94,7 +94,7 @@ func (e *Engine) settle(ctx context.Context, key string, tok store.Token, hb *he
 		if err := e.release(ctx, key, tok); err != nil {
 			// The key lapses with its lease; a retry runs then.
 			res.Settle = SettleFailed
-			return res, fmt.Errorf("idem: release %q: %w", key, err)
+			return res, fmt.Errorf("idem: release %q: %w", e.show(key), err)
 		}
 		res.Settle = SettleReleased
 		e.emit(ctx, Event{Kind: Released, Key: key, Reason: v.reason, Status: v.status})
@@ -126,12 +126,12 @@ func (e *Engine) notRecorded(ctx context.Context, key string, res Result, v Verd
 	if errors.Is(err, store.ErrLeaseLost) {
 		res.Settle = SettleLeaseLost
 		e.emit(ctx, Event{Kind: LeaseLost, Key: key, Err: err, Status: v.status, Reason: "lost before the result was recorded"})
-		e.opts.logger.ErrorContext(ctx, "idem: lease lost before the result was recorded; the record is another claim's", "key", key, "err", err)
-		return res, fmt.Errorf("idem: complete %q: %w", key, err)
+		e.opts.logger.ErrorContext(ctx, "idem: lease lost before the result was recorded; the record is another claim's", "key", e.show(key), "err", err)
+		return res, fmt.Errorf("idem: complete %q: %w", e.show(key), err)
 	}
 	res.Settle = SettleFailed
-	e.opts.logger.ErrorContext(ctx, "idem: could not record the result before the lease ended; a retry after it runs the work again", "key", key, "err", err)
-	return res, fmt.Errorf("idem: complete %q: %w: %w", key, ErrNotRecorded, err)
+	e.opts.logger.ErrorContext(ctx, "idem: could not record the result before the lease ended; a retry after it runs the work again", "key", e.show(key), "err", err)
+	return res, fmt.Errorf("idem: complete %q: %w: %w", e.show(key), ErrNotRecorded, err)
 }
 
 // Backoff of the Complete retries, and how many leases they may last while
@@ -205,7 +205,7 @@ func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *
 		if errors.Is(err, store.ErrInvalid) && !withoutResponse {
 			// The store refuses this response (too large for the backend):
 			// the effect happened, so record the key as done without it.
-			e.opts.logger.WarnContext(ctx, "idem: the store refused the response; recording the key without it", "key", key, "err", err)
+			e.opts.logger.WarnContext(ctx, "idem: the store refused the response; recording the key without it", "key", e.show(key), "err", err)
 			response, withoutResponse = notKeptMarker, true
 			continue
 		}
@@ -220,11 +220,11 @@ func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *
 			// refuses the response in a way it does not name. Letting the
 			// key lapse would run the work again; record it as done
 			// without the response, for as long again.
-			e.opts.logger.ErrorContext(ctx, "idem: Complete keeps failing while the lease is renewed; recording the key without its response", "key", key, "err", err)
+			e.opts.logger.ErrorContext(ctx, "idem: Complete keeps failing while the lease is renewed; recording the key without its response", "key", e.show(key), "err", err)
 			response, withoutResponse, start = notKeptMarker, true, time.Now()
 			continue
 		}
-		e.opts.logger.WarnContext(ctx, "idem: could not record the result; retrying while the lease holds", "key", key, "err", err)
+		e.opts.logger.WarnContext(ctx, "idem: could not record the result; retrying while the lease holds", "key", e.show(key), "err", err)
 		t := time.NewTimer(backoff)
 		select {
 		case <-t.C:
@@ -257,7 +257,7 @@ func (e *Engine) release(ctx context.Context, key string, tok store.Token) error
 		backoff *= 4
 	}
 	if err != nil {
-		e.opts.logger.ErrorContext(ctx, "idem: could not release the key; it stays claimed until its lease lapses", "key", key, "err", err)
+		e.opts.logger.ErrorContext(ctx, "idem: could not release the key; it stays claimed until its lease lapses", "key", e.show(key), "err", err)
 	}
 	return err
 }
@@ -361,12 +361,12 @@ func (hb *heartbeat) loop() {
 			return // settled: a Complete of ours went through
 		case err == nil:
 			hb.mu.Lock()
-			hb.lost = fmt.Errorf("idem: renew %q: the key is %v for another claim: %w", hb.key, c.Outcome, store.ErrLeaseLost)
+			hb.lost = fmt.Errorf("idem: renew %q: the key is %v for another claim: %w", e.show(hb.key), c.Outcome, store.ErrLeaseLost)
 			lost := hb.lost
 			hb.mu.Unlock()
 			close(hb.lostCh)
 			e.emit(hb.ctx, Event{Kind: LeaseLost, Key: hb.key, Err: lost, Reason: "another claim holds the key"})
-			e.opts.logger.ErrorContext(hb.ctx, "idem: lease lost to another claim; cancelling the work", "key", hb.key)
+			e.opts.logger.ErrorContext(hb.ctx, "idem: lease lost to another claim; cancelling the work", "key", e.show(hb.key))
 			hb.cancel(store.ErrLeaseLost)
 			return
 		default:
@@ -382,10 +382,10 @@ func (hb *heartbeat) loop() {
 				// any moment: the work must stop. Renewal goes on, so that
 				// the result can still be recorded if nobody took the key.
 				e.emit(hb.ctx, Event{Kind: LeaseLost, Key: hb.key, Err: err, Reason: "renewals failed until the lease ran out"})
-				e.opts.logger.ErrorContext(hb.ctx, "idem: renewals failed until the lease ran out; cancelling the work", "key", hb.key, "err", err)
+				e.opts.logger.ErrorContext(hb.ctx, "idem: renewals failed until the lease ran out; cancelling the work", "key", e.show(hb.key), "err", err)
 				hb.cancel(store.ErrLeaseLost)
 			} else {
-				e.opts.logger.WarnContext(hb.ctx, "idem: lease renewal failed; retrying", "key", hb.key, "err", err)
+				e.opts.logger.WarnContext(hb.ctx, "idem: lease renewal failed; retrying", "key", e.show(hb.key), "err", err)
 			}
 			t.Reset(max(lease/8, time.Millisecond))
 		}

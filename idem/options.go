@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/idemkit/idemkit/keyer"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -33,6 +34,7 @@ type options struct {
 	logger    *slog.Logger
 	observers []Observer
 	same      func(recorded, presented string) bool
+	redact    keyer.Redactor
 }
 
 func defaults() options {
@@ -40,6 +42,7 @@ func defaults() options {
 		lease:     DefaultLease,
 		retention: DefaultRetention,
 		logger:    slog.New(slog.DiscardHandler),
+		redact:    keyer.DefaultRedactor(),
 	}
 }
 

@@ -47,15 +47,15 @@ func (e *Engine) runTx(ctx context.Context, key, fp string, work Work) (Result, 
 					err = run.claimErr
 				}
 				if ctx.Err() != nil {
-					return Result{}, fmt.Errorf("idem: claim %q: %w", key, context.Cause(ctx))
+					return Result{}, fmt.Errorf("idem: claim %q: %w", e.show(key), context.Cause(ctx))
 				}
-				return Result{}, fmt.Errorf("idem: claim %q: %w: %w", key, ErrUnavailable, err)
+				return Result{}, fmt.Errorf("idem: claim %q: %w: %w", e.show(key), ErrUnavailable, err)
 			}
 			switch {
 			case run.outcome == store.InProgress && e.opts.wait > 0 && e.waitStep(ctx, key, deadline, attempt):
 				continue
 			case run.outcome == store.InProgress && ctx.Err() != nil:
-				return Result{Outcome: run.outcome, Record: run.claim.Record}, fmt.Errorf("idem: wait for %q: %w", key, context.Cause(ctx))
+				return Result{Outcome: run.outcome, Record: run.claim.Record}, fmt.Errorf("idem: wait for %q: %w", e.show(key), context.Cause(ctx))
 			}
 			return e.duplicate(ctx, key, run.claim, run.outcome), nil
 		}
@@ -98,7 +98,7 @@ func (e *Engine) inTx(ctx context.Context, s store.Store, key, fp string, tok st
 			return err
 		}
 		if c.Outcome != store.Acquired {
-			return fmt.Errorf("idem: renew %q before completing: the key is %v: %w", key, c.Outcome, store.ErrLeaseLost)
+			return fmt.Errorf("idem: renew %q before completing: the key is %v: %w", e.show(key), c.Outcome, store.ErrLeaseLost)
 		}
 		e.emit(ctx, Event{Kind: Renewed, Key: key})
 	}
@@ -141,7 +141,7 @@ func (e *Engine) afterTx(ctx context.Context, key string, run *txRun, err error)
 	case errors.Is(err, store.ErrLeaseLost):
 		res.Settle = SettleLeaseLost
 		e.emit(ctx, Event{Kind: LeaseLost, Key: key, Status: v.status, Err: err, Reason: "transaction rolled back"})
-		return res, fmt.Errorf("idem: complete %q: %w", key, err)
+		return res, fmt.Errorf("idem: complete %q: %w", e.show(key), err)
 	default:
 		// Complete or the commit failed. The transaction did not commit, or
 		// (when the reply to COMMIT was lost) nobody knows whether it did;
@@ -149,7 +149,7 @@ func (e *Engine) afterTx(ctx context.Context, key string, run *txRun, err error)
 		// true.
 		res.Settle = SettleUnknown
 		e.emit(ctx, Event{Kind: Unknown, Key: key, Status: v.status, Err: err})
-		e.opts.logger.ErrorContext(ctx, "idem: transaction failed after the work ran; not committed, or its outcome is unknown", "key", key, "err", err)
-		return res, fmt.Errorf("idem: commit %q: %w: %w", key, ErrNotRecorded, err)
+		e.opts.logger.ErrorContext(ctx, "idem: transaction failed after the work ran; not committed, or its outcome is unknown", "key", e.show(key), "err", err)
+		return res, fmt.Errorf("idem: commit %q: %w: %w", e.show(key), ErrNotRecorded, err)
 	}
 }
