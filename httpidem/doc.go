@@ -109,4 +109,18 @@
 // engine's own events (idem.Event: claim and settle outcomes, renewals, store
 // call durations), the same for HTTP, dedup and idem.Do; WithLogger sets the
 // log/slog logger for failures.
+//
+// # Keys out of logs
+//
+// A store key holds the client's key and the scope WithScope added (a
+// tenant, a user). Log lines, the middleware's and the engine's, carry it
+// only redacted, under the attribute "key", and so does the text of every
+// error they log, a store's error quoting the key included: by default as
+// keyer.DefaultRedactor() writes it, "hmac:" and 32 hex digits of an HMAC
+// with a secret drawn once per process (the same key hashes alike within a
+// process). WithKeyRedactor chooses another: keyer.HashKeys with a secret
+// shared by every process, keyer.OmitKeys, or, only by explicit choice,
+// keyer.RawKeys. Events given to WithHook and WithObserver keep the raw key:
+// they go to your own code, which redacts what it exports (otelidem does).
+// The error of a WithScope function is logged as it is.
 package httpidem

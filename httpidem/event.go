@@ -72,7 +72,9 @@ func (k EventKind) String() string {
 type Event struct {
 	Kind    EventKind
 	Request *http.Request
-	// Key is the store key (scoped).
+	// Key is the store key (scoped), raw: the hook is the user's own code,
+	// which must redact it before it reaches logs or telemetry (see
+	// WithKeyRedactor and keyer.Redactor).
 	Key string
 	// Status is the response status, when there is one.
 	Status int

@@ -54,7 +54,7 @@ func New(s store.Store, opts ...Option) (func(http.Handler) http.Handler, error)
 	m.headers = newHeaderPolicy(m.allow, m.deny)
 	eopts := []idem.Option{
 		idem.WithLease(m.lease), idem.WithRetention(m.retention), idem.WithWait(m.wait),
-		idem.WithLogger(m.logger), idem.WithObserver(m.observe),
+		idem.WithLogger(m.logger), idem.WithObserver(m.observe), idem.WithKeyRedactor(m.redact),
 		idem.WithSameRequest(func(recorded, presented string) bool {
 			// A fingerprint of another algorithm version is no evidence of a
 			// different request: the two cannot be compared.
@@ -221,7 +221,7 @@ func (m *middleware) answer(w http.ResponseWriter, r *http.Request, next http.Ha
 	case err != nil || r.Context().Err() != nil:
 		// The client left while waiting, or Run refused its arguments.
 		if r.Context().Err() == nil {
-			m.logger.ErrorContext(r.Context(), "httpidem: cannot run the request", "key", key, "err", err)
+			m.logger.ErrorContext(r.Context(), "httpidem: cannot run the request", "key", m.redact(key), "err", err)
 			writeProblem(w, http.StatusInternalServerError, CodeStoreUnavailable, "The idempotency key could not be processed.", 0)
 		}
 	case res.Outcome == store.Completed:
@@ -271,7 +271,7 @@ func (m *middleware) replay(w http.ResponseWriter, r *http.Request, key string, 
 	}
 	status, body, err := decodeResponse(res.Record.Response, h)
 	if err != nil {
-		m.logger.ErrorContext(r.Context(), "httpidem: stored response unreadable", "key", key, "err", err)
+		m.logger.ErrorContext(r.Context(), "httpidem: stored response unreadable", "key", m.redact(key), "err", err)
 		writeProblem(w, http.StatusInternalServerError, CodeStoredResponse, "The stored response for this Idempotency-Key cannot be read.", 0)
 		return
 	}
@@ -289,10 +289,10 @@ func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, next ht
 		return
 	}
 	if m.failOpen {
-		m.logger.WarnContext(r.Context(), "httpidem: store failed; running the handler without idempotency (fail open)", "key", key, "err", err)
+		m.logger.WarnContext(r.Context(), "httpidem: store failed; running the handler without idempotency (fail open)", "key", m.redact(key), "err", err)
 		next.ServeHTTP(w, r)
 		return
 	}
-	m.logger.ErrorContext(r.Context(), "httpidem: store failed", "key", key, "err", err)
+	m.logger.ErrorContext(r.Context(), "httpidem: store failed", "key", m.redact(key), "err", err)
 	writeProblem(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "The idempotency store is unavailable; the request was not processed. Retry later with the same key.", 1)
 }

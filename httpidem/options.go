@@ -39,6 +39,7 @@ type options struct {
 	hook        func(Event)
 	observers   []idem.Observer
 	now         func() time.Time
+	redact      keyer.Redactor
 }
 
 func defaults() options {
@@ -50,6 +51,7 @@ func defaults() options {
 		maxResponse: DefaultMaxResponse,
 		logger:      slog.Default(),
 		now:         time.Now,
+		redact:      keyer.DefaultRedactor(),
 	}
 }
 
@@ -274,6 +276,23 @@ func WithLogger(l *slog.Logger) Option {
 			return errors.New("nil logger")
 		}
 		o.logger = l
+		return nil
+	}
+}
+
+// WithKeyRedactor sets how store keys are written into the middleware's
+// and the engine's log lines and into the errors they log (default
+// keyer.DefaultRedactor(): an HMAC with a secret drawn once per process);
+// see idem.WithKeyRedactor. keyer.RawKeys() writes keys as they are, tenant
+// scope included: choose it only where logs are as protected as the data.
+// Events given to WithHook and WithObserver keep the raw key (Event.Key):
+// they go to the user's own code. A nil Redactor makes New fail.
+func WithKeyRedactor(r keyer.Redactor) Option {
+	return func(o *options) error {
+		if r == nil {
+			return errors.New("nil key redactor")
+		}
+		o.redact = r
 		return nil
 	}
 }

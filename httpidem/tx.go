@@ -32,7 +32,7 @@ func (m *middleware) serveTx(ctx context.Context, w http.ResponseWriter, r *http
 			buf.send(w)
 		case err == nil && buf.overflow:
 			m.logger.ErrorContext(r.Context(), "httpidem: response larger than the limit in transactional mode; handler cancelled, transaction rolled back",
-				"key", key, "limit", m.maxResponse)
+				"key", m.redact(key), "limit", m.maxResponse)
 			writeProblem(w, http.StatusInternalServerError, CodeResponseTooLarge,
 				"The response was too large to keep, so the request was rolled back. Contact the service owner.", 0)
 		case err == nil:

@@ -127,4 +127,17 @@
 // store call (StoreError), and the duration of every store call by operation
 // (StoreCall with Op and Took). httpidem and dedup report through it, so one
 // observer counts HTTP requests, messages and Do calls alike.
+//
+// # Keys out of logs
+//
+// Keys are client-chosen and scoped (tenant, user), so the engine writes
+// them into its log lines, and into the text of the errors it returns or
+// logs, only redacted: by default as keyer.DefaultRedactor() writes them,
+// "hmac:" and 32 hex digits of an HMAC with a secret drawn once per process.
+// A store's error that quotes the key (the Redis and memory backends' do) is
+// redacted too, and still matches errors.Is. WithKeyRedactor chooses
+// another redactor (keyer.HashKeys with a shared secret, keyer.OmitKeys,
+// keyer.RawKeys only by explicit choice). Events keep the raw key in
+// Event.Key (the observer is your own code; otelidem hashes it); their Err
+// is redacted like every other error.
 package idem
