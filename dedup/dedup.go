@@ -56,7 +56,7 @@ func New(s store.Store, opts ...Option) (*Deduper, error) {
 	}
 	eopts := []idem.Option{
 		idem.WithLease(o.lease), idem.WithRetention(o.retention), idem.WithLogger(o.logger),
-		idem.WithSameRequest(sameDelivery),
+		idem.WithSameRequest(sameDelivery), idem.WithKeyRedactor(o.redact),
 	}
 	for _, obs := range o.observers {
 		eopts = append(eopts, idem.WithObserver(obs))
@@ -142,7 +142,7 @@ func (d *Deduper) Process(ctx context.Context, id string, fn func(ctx context.Co
 // skipped. A record written by Process (no fingerprint) matches any.
 func (d *Deduper) ProcessWith(ctx context.Context, id, payloadFingerprint string, fn func(ctx context.Context) error) (Outcome, error) {
 	if payloadFingerprint == "" {
-		return Failed, fmt.Errorf("dedup: process %q: %w: empty fingerprint", id, store.ErrInvalid)
+		return Failed, fmt.Errorf("dedup: process %q: %w: empty fingerprint", d.show(id), store.ErrInvalid)
 	}
 	return d.process(ctx, "process", id, fingerprint+":"+payloadFingerprint, fn)
 }
@@ -153,7 +153,7 @@ func (d *Deduper) process(ctx context.Context, op, id, fp string, fn func(ctx co
 		return Failed, err
 	}
 	if err := store.CheckClaim(key, fp, "t", d.opts.lease); err != nil {
-		return Failed, fmt.Errorf("dedup: %s %q: fingerprint: %w", op, id, err)
+		return Failed, fmt.Errorf("dedup: %s %q: fingerprint: %w", op, d.show(id), err)
 	}
 	return d.run(ctx, d.lease, id, key, fp, fn)
 }
@@ -183,29 +183,29 @@ func (d *Deduper) run(ctx context.Context, e *idem.Engine, id, key, fp string, f
 			// The key holds a record that another component wrote: a store
 			// shared without separate keys.
 			return Failed, fmt.Errorf("dedup: claim %q: key %q holds a record that dedup did not write (fingerprint %q)",
-				id, res.Record.Key, res.Record.Fingerprint)
+				d.show(id), d.show(res.Record.Key), res.Record.Fingerprint)
 		}
 		d.log(ctx, slog.LevelWarn, "id reused with a different payload", id)
 		return Mismatch, nil
 	case store.Acquired:
 	default:
-		return Failed, fmt.Errorf("dedup: claim %q: %w", id, err)
+		return Failed, fmt.Errorf("dedup: claim %q: %w", d.show(id), err)
 	}
 	lost := errors.Is(err, store.ErrLeaseLost) || errors.Is(cause, store.ErrLeaseLost)
 	switch {
 	case lost && fnErr != nil:
 		if err == nil {
-			err = fmt.Errorf("dedup: %q: the lease ran out while fn ran: %w", id, store.ErrLeaseLost)
+			err = fmt.Errorf("dedup: %q: the lease ran out while fn ran: %w", d.show(id), store.ErrLeaseLost)
 		}
 		return Failed, fmt.Errorf("%w; fn returned: %w", err, fnErr)
 	case fnErr != nil && err != nil:
 		d.log(ctx, slog.LevelError, "release failed; the id stays in flight until its lease lapses", id, slog.Any("error", err))
-		return Failed, errors.Join(fnErr, fmt.Errorf("dedup: release %q: %w", id, err))
+		return Failed, errors.Join(fnErr, fmt.Errorf("dedup: release %q: %w", d.show(id), err))
 	case fnErr != nil:
 		return Failed, fnErr
 	case err != nil:
 		d.log(ctx, slog.LevelError, "could not record the id as processed", id, slog.Any("error", err))
-		return Failed, fmt.Errorf("dedup: complete %q: %w", id, err)
+		return Failed, fmt.Errorf("dedup: complete %q: %w", d.show(id), err)
 	}
 	return Processed, nil
 }
@@ -213,10 +213,10 @@ func (d *Deduper) run(ctx context.Context, e *idem.Engine, id, key, fp string, f
 // check validates Process's arguments and returns the store key for id.
 func (d *Deduper) check(ctx context.Context, op, id string, fn func(ctx context.Context) error) (string, error) {
 	if fn == nil {
-		return "", fmt.Errorf("dedup: %s %q: %w: nil fn", op, id, store.ErrInvalid)
+		return "", fmt.Errorf("dedup: %s %q: %w: nil fn", op, d.show(id), store.ErrInvalid)
 	}
 	if ctx == nil {
-		return "", fmt.Errorf("dedup: %s %q: %w: nil context", op, id, store.ErrInvalid)
+		return "", fmt.Errorf("dedup: %s %q: %w: nil context", op, d.show(id), store.ErrInvalid)
 	}
 	if id == "" {
 		return "", fmt.Errorf("dedup: %s: %w: empty id", op, store.ErrInvalid)
@@ -226,18 +226,22 @@ func (d *Deduper) check(ctx context.Context, op, id string, fn func(ctx context.
 		return "", fmt.Errorf("dedup: %s: id: %w", op, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return "", fmt.Errorf("dedup: %s %q: %w", op, id, err)
+		return "", fmt.Errorf("dedup: %s %q: %w", op, d.show(id), err)
 	}
 	return key, nil
 }
+
+// show returns an id (or the scope) as log lines and error texts carry it:
+// through the key redactor.
+func (d *Deduper) show(id string) string { return d.opts.redact.Redact(id) }
 
 func (d *Deduper) log(ctx context.Context, level slog.Level, msg, id string, attrs ...slog.Attr) {
 	if !d.opts.logger.Enabled(ctx, level) {
 		return
 	}
-	attrs = append(attrs, slog.String("id", id))
+	attrs = append(attrs, slog.String("id", d.show(id)))
 	if d.opts.scope != "" {
-		attrs = append(attrs, slog.String("scope", d.opts.scope))
+		attrs = append(attrs, slog.String("scope", d.show(d.opts.scope)))
 	}
 	d.opts.logger.LogAttrs(ctx, level, "dedup: "+msg, attrs...)
 }

@@ -72,12 +72,22 @@
 // the 3 days Stripe retries a webhook. An expired id counts as never seen
 // at once on every store; reclaiming its space is the store's business:
 // Redis expires keys itself, the memory store sweeps in the background, and
-// the SQL stores delete expired rows when their Purge method runs (call it
-// periodically, for example hourly).
+// the SQL stores delete expired rows when their Purge method runs (run
+// package purge's job, or call it periodically, for example hourly).
 //
 // # Keys
 //
 // An id is recorded under the store key "dedup:<len(scope)>:<scope>:<id>"
 // (see Deduper.Key). Ids from different sources should get different scopes
 // (WithScope), since two senders may use the same ids.
+//
+// # Ids out of logs
+//
+// Ids and scopes may name customers or tenants, so log lines carry them
+// only redacted ("id", "scope", and the engine's "key"), as does the text of
+// every error Process returns or logs: by default as keyer.DefaultRedactor()
+// writes them, "hmac:" and 32 hex digits of an HMAC with a secret drawn
+// once per process. WithKeyRedactor chooses another (keyer.RawKeys only by
+// explicit choice). Events given to WithObserver keep the raw key, and the
+// error fn returns is passed on as it is.
 package dedup

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemkit/idemkit/dedup"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/keyer"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/storetest"
 )
@@ -98,7 +99,7 @@ func TestStoreFailures(t *testing.T) {
 			out, err := d.Process(t.Context(), "evt_claim_fails", fx.fn("evt_claim_fails"))
 			assert.Equal(t, dedup.Failed, out)
 			assertBackendError(t, err)
-			assert.Contains(t, err.Error(), `dedup: claim "evt_claim_fails"`)
+			assert.Contains(t, err.Error(), `dedup: claim "`+keyer.DefaultRedactor()("evt_claim_fails")+`"`)
 			assert.Zero(t, fx.count("evt_claim_fails"), "fn not called")
 		})
 
@@ -125,7 +126,7 @@ func TestStoreFailures(t *testing.T) {
 			out, err := d.Process(t.Context(), id, fx.fn(id))
 			assert.Equal(t, dedup.Failed, out)
 			assertBackendError(t, err)
-			assert.Contains(t, err.Error(), `dedup: complete "evt_complete_fails"`)
+			assert.Contains(t, err.Error(), `dedup: complete "`+keyer.DefaultRedactor()(id)+`"`)
 			assert.Greater(t, fs.count("complete"), 3, "Complete was retried while the lease held")
 			if subj.Clock != nil {
 				// The claim stays until its lease lapses: a redelivery
@@ -205,8 +206,9 @@ func TestLogger(t *testing.T) {
 	line := buf.String()
 	assert.Contains(t, line, "level=ERROR")
 	assert.Contains(t, line, "dedup: release failed")
-	assert.Contains(t, line, "id=evt_logged")
-	assert.Contains(t, line, "scope=queue")
+	assert.Contains(t, line, "id="+keyer.DefaultRedactor()("evt_logged"), "the id, redacted")
+	assert.Contains(t, line, "scope="+keyer.DefaultRedactor()("queue"), "the scope, redacted")
+	assert.NotContains(t, line, "evt_logged")
 	assert.True(t, strings.Contains(line, "backend unreachable"), line)
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/keyer"
 )
 
 // Defaults for the options.
@@ -34,6 +35,7 @@ type options struct {
 	scope     string
 	logger    *slog.Logger
 	observers []idem.Observer
+	redact    keyer.Redactor
 }
 
 func defaults() options {
@@ -41,6 +43,7 @@ func defaults() options {
 		lease:     DefaultLease,
 		retention: DefaultRetention,
 		logger:    slog.New(slog.DiscardHandler),
+		redact:    keyer.DefaultRedactor(),
 	}
 }
 
@@ -114,6 +117,25 @@ func WithObserver(obs idem.Observer) Option {
 			return errors.New("nil observer")
 		}
 		o.observers = append(o.observers, obs)
+		return nil
+	}
+}
+
+// WithKeyRedactor sets how ids, the scope and store keys are written into
+// log lines and into the text of returned or logged errors, dedup's and the
+// engine's (default keyer.DefaultRedactor(): an HMAC with a secret drawn
+// once per process; see idem.WithKeyRedactor). An id is logged under "id"
+// as the redactor writes the id, the scope under "scope" as it writes the
+// scope, the engine's lines carry the store key under "key".
+// keyer.RawKeys() writes them as they are; choose it only where logs are as
+// protected as the messages. Events given to WithObserver keep the raw key.
+// A nil Redactor makes New fail.
+func WithKeyRedactor(r keyer.Redactor) Option {
+	return func(o *options) error {
+		if r == nil {
+			return errors.New("nil key redactor")
+		}
+		o.redact = r
 		return nil
 	}
 }

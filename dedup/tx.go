@@ -47,7 +47,7 @@ import (
 // with store.ErrInvalid when the store is not a store.Transactor.
 func (d *Deduper) ProcessTx(ctx context.Context, id string, fn func(ctx context.Context) error) (Outcome, error) {
 	if d.tx == nil {
-		return Failed, fmt.Errorf("dedup: process tx %q: %w: store %T does not implement store.Transactor", id, store.ErrInvalid, d.s)
+		return Failed, fmt.Errorf("dedup: process tx %q: %w: store %T does not implement store.Transactor", d.show(id), store.ErrInvalid, d.s)
 	}
 	key, err := d.check(ctx, "process tx", id, fn)
 	if err != nil {

@@ -10,7 +10,7 @@
 //	store/<backend>            store, its own driver, the standard library; never another backend
 //	idem (the engine)          store, keyer
 //	httpidem                   idem, store, keyer
-//	dedup                      idem, store
+//	dedup                      idem, store, keyer
 //	purge                      store
 //	idemclient                 the standard library only
 //	contrib/<module>           the library packages above, and its own module's third-party dependencies
@@ -58,7 +58,7 @@ var allowed = map[string][]string{
 	"storetest":  {"store"},
 	"idem":       {"store", "keyer"},
 	"httpidem":   {"idem", "store", "keyer"},
-	"dedup":      {"idem", "store"},
+	"dedup":      {"idem", "store", "keyer"},
 	"purge":      {"store"},
 	"idemclient": {},
 }
