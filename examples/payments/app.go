@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemkit/idemkit/httpidem"
 	"github.com/idemkit/idemkit/keyer"
+	"github.com/idemkit/idemkit/purge"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/postgres"
 	"github.com/idemkit/idemkit/store/sqlite"
@@ -50,13 +51,17 @@ type app struct {
 	// it answers (-delay): chaos runs use it to hit the window between the
 	// effect and the stored response.
 	delay time.Duration
+	// purgeEvery and purgeObserver configure the cleanup job (startPurge).
+	purgeEvery    time.Duration
+	purgeObserver purge.Observer
 }
 
 // newApp builds the app. The SQL ledgers write through the middleware's
 // transaction (transactional mode, chosen here explicitly); the memory and
 // Redis ones use leases.
 func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describe string, closeFn func()) (*app, error) {
-	a := &app{store: st, ledger: led, logger: logger, describe: describe, close: closeFn, delay: cfg.Delay}
+	a := &app{store: st, ledger: led, logger: logger, describe: describe, close: closeFn, delay: cfg.Delay,
+		purgeEvery: cfg.PurgeEvery, purgeObserver: cfg.purge}
 	opts := []httpidem.Option{
 		// One client can never replay another's payment.
 		httpidem.WithScope(func(r *http.Request) ([]string, error) {
@@ -68,6 +73,12 @@ func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describ
 		// Duplicates in flight wait for the first and replay its answer
 		// (lease mode; in a transaction they wait on the database anyway).
 		httpidem.WithWait(cfg.Wait),
+		// Keys and responses are kept this long; the cleanup job
+		// (startPurge) deletes them after.
+		httpidem.WithRetention(cfg.Retention),
+		// Log lines name keys hashed (the default, said out loud): a key
+		// holds the user's token (the scope) and the client's own key.
+		httpidem.WithKeyRedactor(keyer.DefaultRedactor()),
 		httpidem.WithLogger(logger),
 	}
 	if cfg.hook != nil {
@@ -87,6 +98,39 @@ func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describ
 	}
 	a.idem = mw
 	return a, nil
+}
+
+// startPurge starts the cleanup job when the store can purge (SQLite,
+// PostgreSQL, memory; Redis expires keys itself) and purging is on: expired
+// keys leave the store every purgeEvery (with jitter), the first run at
+// once. stop ends the job and waits for it; call it before closing the
+// store.
+func (a *app) startPurge(ctx context.Context) (stop func()) {
+	p, ok := a.store.(store.Purger)
+	if !ok || a.purgeEvery <= 0 {
+		return func() {}
+	}
+	opts := []purge.Option{purge.WithInterval(a.purgeEvery), purge.WithLogger(a.logger)}
+	if a.purgeObserver != nil {
+		opts = append(opts, purge.WithObserver(a.purgeObserver))
+	}
+	job, err := purge.New(p, opts...)
+	if err != nil {
+		// The interval is positive and the logger set: unreachable, but
+		// said rather than hidden.
+		a.logger.Error("cleanup job not started", "err", err)
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		job.Run(ctx) // returns nil once ctx is done
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 func (a *app) routes() http.Handler {

@@ -21,6 +21,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,8 +29,11 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/idemkit/idemkit/keyer"
 )
 
 func main() {
@@ -60,11 +64,19 @@ func parseArgs(args []string) (config, string, error) {
 	fs.StringVar(&cfg.RedisAddr, "redis", cfg.RedisAddr, "Redis host:port (-store redis; default $IDEMKIT_REDIS_ADDR)")
 	fs.DurationVar(&cfg.Wait, "wait", cfg.Wait, "how long a duplicate waits for the first request before a 409")
 	fs.DurationVar(&cfg.Delay, "delay", cfg.Delay, "handler latency after a payment is created and before it answers (chaos runs)")
+	fs.DurationVar(&cfg.Retention, "retention", cfg.Retention, "how long a key and its response are kept and replayed")
+	fs.DurationVar(&cfg.PurgeEvery, "purge-every", cfg.PurgeEvery, "how often the cleanup job deletes expired keys (0 disables it; Redis expires keys itself)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, "", err
 	}
 	if fs.NArg() > 0 {
 		return config{}, "", fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if cfg.Retention <= 0 {
+		return config{}, "", fmt.Errorf("-retention %v is not positive", cfg.Retention)
+	}
+	if cfg.PurgeEvery < 0 {
+		return config{}, "", fmt.Errorf("-purge-every %v is negative (0 disables the cleanup job)", cfg.PurgeEvery)
 	}
 	return cfg, *addr, nil
 }
@@ -72,17 +84,19 @@ func parseArgs(args []string) (config, string, error) {
 func serve(cfg config, addr string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	logger := slog.New(logHandler(slog.NewTextHandler(os.Stderr, nil)))
 	a, err := open(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer a.close()
+	stopPurge := a.startPurge(ctx)
+	defer stopPurge() // before a.close: the job stops before the store closes
 
 	srv := &http.Server{Addr: addr, Handler: a.routes(), ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
-	logger.Info("serving payments", "addr", addr, "store", a.describe)
+	logger.Info("serving payments", "addr", addr, "store", a.describe, "retention", cfg.Retention, "purge_every", cfg.PurgeEvery)
 	select {
 	case err := <-errc:
 		return err
@@ -94,4 +108,29 @@ func serve(cfg config, addr string) error {
 		return err
 	}
 	return nil
+}
+
+// logHandler wraps h so that no line carries a raw idempotency key: idemkit's
+// packages write keys already hashed ("hmac:" and 32 hex digits, see
+// httpidem.WithKeyRedactor), and such a value passes as it is; any other
+// value logged under "key" (by the demo's own code, now or later) is hashed
+// the same way, with the process's key.
+func logHandler(h slog.Handler) slog.Handler {
+	red := keyer.DefaultRedactor()
+	return keyer.RedactHandler(h, func(v string) string {
+		if isHashed(v) {
+			return v
+		}
+		return red(v)
+	}, "key")
+}
+
+// isHashed reports whether v is a key as keyer.HashKeys writes it.
+func isHashed(v string) bool {
+	hexPart, ok := strings.CutPrefix(v, "hmac:")
+	if !ok || len(hexPart) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(hexPart)
+	return err == nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/purge"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/postgres"
 	"github.com/idemkit/idemkit/store/sqlite"
@@ -37,6 +38,8 @@ type config struct {
 	RedisAddr   string        // Redis host:port
 	Wait        time.Duration // WithWait for duplicates in flight
 	Delay       time.Duration // handler latency after the payment, before the answer (-delay)
+	Retention   time.Duration // how long a key and its response are kept (-retention)
+	PurgeEvery  time.Duration // how often expired keys are purged (-purge-every; 0: never)
 
 	// Names, so tests sharing a database never collide.
 	PaymentsTable string // SQL stores: the payments table
@@ -44,6 +47,7 @@ type config struct {
 	RedisPrefix   string // shorthand Redis: key prefix ("" = the store's default)
 
 	hook  func(httpidem.Event) // tests observe the middleware
+	purge purge.Observer       // tests observe the cleanup job
 	extra []httpidem.Option    // tests add middleware options (a short lease)
 }
 
@@ -54,6 +58,8 @@ func defaultConfig() config {
 		PostgresURL:   os.Getenv("IDEMKIT_POSTGRES_URL"),
 		RedisAddr:     os.Getenv("IDEMKIT_REDIS_ADDR"),
 		Wait:          10 * time.Second,
+		Retention:     httpidem.DefaultRetention,
+		PurgeEvery:    purge.DefaultInterval,
 		PaymentsTable: "payments",
 	}
 }
