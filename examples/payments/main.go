@@ -13,6 +13,11 @@
 // -store sqlite|memory|postgres|redis (with -db, -postgres, -redis) is a
 // shorthand for the same URLs.
 //
+// Keys are kept for -retention (default 24h); on stores that can purge
+// (SQLite, PostgreSQL, memory) a cleanup job deletes expired keys every
+// -purge-every (default 5m, 0 disables it; Redis expires keys itself). Log
+// lines name keys hashed, never raw.
+//
 // With SQLite and PostgreSQL the payment row, the key and the stored response
 // commit in one transaction; with memory and Redis the middleware uses leases
 // and duplicates that arrive while the first request runs wait for it and
