@@ -98,14 +98,17 @@ type Event struct {
 	Kind EventKind
 	// Ctx is the caller's context (for trace correlation); never nil.
 	Ctx context.Context
-	// Key is the store key.
+	// Key is the store key, raw: the observer is the user's own code, and
+	// must redact it before it reaches logs, metrics or traces (otelidem
+	// does; see keyer.Redactor).
 	Key string
 	// Op names the store call (StoreCall, StoreError).
 	Op string
 	// Took is the store call's duration (StoreCall).
 	Took time.Duration
 	// Err is the store's error (StoreError, StoreCall) or why the lease was
-	// lost (LeaseLost).
+	// lost (LeaseLost). Its text names the key only redacted (see
+	// WithKeyRedactor); errors.Is sees the store's error.
 	Err error
 	// Reason explains Released, LeaseLost and Completed without response.
 	Reason string
