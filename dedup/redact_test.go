@@ -93,7 +93,7 @@ func (s *syncBuffer) String() string {
 
 // scriptDedup processes: an id whose Complete is retried, its duplicate, a
 // payload mismatch, an id in flight, a failing fn whose release fails, a
-// store that is down, a lost lease and a nil fn. It returns the log and the
+// store that is down, a lost lease, a nil fn and ProcessTx on a store without transactions. It returns the log and the
 // text of every error returned.
 func scriptDedup(t *testing.T, opts ...dedup.Option) (logs string, errs []string) {
 	t.Helper()
@@ -169,13 +169,16 @@ func scriptDedup(t *testing.T, opts ...dedup.Option) (logs string, errs []string
 	_, err = d.Process(ctx, id("nil"), nil)
 	require.ErrorIs(t, err, store.ErrInvalid)
 	note(err)
+	_, err = d.ProcessTx(ctx, id("tx"), ok) // the store is no Transactor
+	require.ErrorIs(t, err, store.ErrInvalid)
+	note(err)
 	return buf.String(), errs
 }
 
 func TestLogsAndErrorsCarryNoRawIDByDefault(t *testing.T) {
 	logs, errs := scriptDedup(t)
 	require.GreaterOrEqual(t, strings.Count(logs, "\n"), 7, "duplicate, mismatch, in flight, retried complete, failed release, lost lease:\n%s", logs)
-	require.Len(t, errs, 4)
+	require.Len(t, errs, 5)
 	for _, raw := range []string{rawTenant, rawID} {
 		assert.NotContains(t, logs, raw, "a log line carries a raw id or scope")
 		for _, e := range errs {
@@ -191,7 +194,7 @@ func TestLogsAndErrorsCarryRawIDsWhenChosen(t *testing.T) {
 	logs, errs := scriptDedup(t, dedup.WithKeyRedactor(keyer.RawKeys()))
 	assert.Contains(t, logs, `"id":"`+rawID+`-done"`)
 	assert.Contains(t, logs, `"scope":"`+rawTenant+`"`)
-	require.Len(t, errs, 4)
+	require.Len(t, errs, 5)
 	for _, e := range errs {
 		assert.Contains(t, e, rawID)
 	}

@@ -245,3 +245,57 @@ func TestKeyRedactedInStoreErrorText(t *testing.T) {
 	assert.Equal(t, `idem: claim "H": idem: store unavailable: test: claim: key "H": test: store blip`, err.Error())
 	assert.True(t, errors.Is(err, errBlip))
 }
+
+// quotingTx fails every transaction after fn returned with an error that
+// quotes the key, as a driver's error might.
+type quotingTx struct {
+	store.Store
+	tx  store.Transactor
+	key string
+}
+
+func (q quotingTx) InTx(ctx context.Context, fn func(ctx context.Context, s store.Store) error) error {
+	return q.tx.InTx(ctx, func(ctx context.Context, s store.Store) error {
+		if err := fn(ctx, s); err != nil {
+			return err
+		}
+		return fmt.Errorf("test: commit of %q: reply lost", q.key)
+	})
+}
+
+// Transactional mode: the failed commit's log line and error name the key
+// only hashed.
+func TestKeysRedactedInTransactionalMode(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []idem.Option
+		raw  bool
+	}{{"Default", nil, false}, {"RawKeys", []idem.Option{idem.WithKeyRedactor(keyer.RawKeys())}, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachTx(t, func(t *testing.T, b txBackend) {
+				k := rawTenant + ":" + rawClient + ":" + t.Name()
+				var buf bytes.Buffer
+				var mu sync.Mutex
+				logger := slog.New(slog.NewJSONHandler(lockedWriter{&mu, &buf}, nil))
+				e := newEngine(t, quotingTx{Store: b.s, tx: b.s.(store.Transactor), key: k},
+					append([]idem.Option{idem.WithTransactions(), idem.WithLogger(logger)}, tc.opts...)...)
+				res, err := e.Run(t.Context(), k, "", func(context.Context) idem.Verdict { return idem.Keep([]byte("maybe")) })
+				require.ErrorIs(t, err, idem.ErrNotRecorded)
+				require.Equal(t, idem.SettleUnknown, res.Settle)
+				mu.Lock()
+				logs := buf.String()
+				mu.Unlock()
+				require.Contains(t, logs, "transaction failed after the work ran")
+				for _, text := range []string{logs, err.Error()} {
+					if tc.raw {
+						assert.Contains(t, text, rawClient)
+					} else {
+						assert.NotContains(t, text, rawClient)
+						assert.NotContains(t, text, rawTenant)
+						assert.Contains(t, text, keyer.DefaultRedactor()(k))
+					}
+				}
+			})
+		})
+	}
+}
