@@ -97,7 +97,8 @@ func WithScope(scope string) Option {
 
 // WithLogger sets the logger for events the caller cannot see in Process's
 // result: failed lease renewals, a lease lost to another delivery, a failed
-// release. Default: discard. It must not be nil.
+// release. Ids, the scope and keys are redacted (see WithKeyRedactor).
+// Default: discard. It must not be nil.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) error {
 		if l == nil {

@@ -269,7 +269,8 @@ func WithObserver(obs idem.Observer) Option {
 }
 
 // WithLogger sets the logger (default slog.Default()). Store failures,
-// responses too large to keep and lost leases are logged at Warn or Error.
+// responses too large to keep and lost leases are logged at Warn or Error,
+// with the key redacted (see WithKeyRedactor).
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) error {
 		if l == nil {

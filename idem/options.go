@@ -104,6 +104,7 @@ func WithTransactions() Option {
 
 // WithLogger sets the logger for what the caller cannot see in a result:
 // failed renewals, retried completions, lost leases (default: discard).
+// Lines carry the key redacted, under "key" (see WithKeyRedactor).
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) error {
 		if l == nil {
