@@ -22,12 +22,15 @@ func Example() {
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, `{"id":%d,"amount":1990}`, charges)
 	})
-	mw := httpidem.New(st,
+	mw, err := httpidem.New(st,
 		// Scope keys by the authenticated caller (here, a header for brevity).
 		httpidem.WithScope(func(r *http.Request) ([]string, error) {
 			return []string{r.Header.Get("X-User")}, nil
 		}),
 	)
+	if err != nil {
+		panic(err)
+	}
 	h := mw(createPayment)
 
 	for range 3 {
@@ -50,7 +53,11 @@ func Example() {
 func Example_problems() {
 	st := memory.New()
 	defer st.Close()
-	h := httpidem.New(st)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mw, err := httpidem.New(st)
+	if err != nil {
+		panic(err)
+	}
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated)
 	}))
 

@@ -43,6 +43,7 @@ func run(args []string) error {
 	fs.StringVar(&cfg.PostgresURL, "postgres", cfg.PostgresURL, "PostgreSQL URL (-store postgres; default $IDEMKIT_POSTGRES_URL)")
 	fs.StringVar(&cfg.RedisAddr, "redis", cfg.RedisAddr, "Redis host:port (-store redis; default $IDEMKIT_REDIS_ADDR)")
 	fs.DurationVar(&cfg.Wait, "wait", cfg.Wait, "how long a duplicate waits for the first request before a 409")
+	delay := fs.Duration("delay", 0, "handler latency after a payment is created and before it answers (chaos runs)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -55,6 +56,7 @@ func run(args []string) error {
 		return err
 	}
 	defer a.close()
+	a.delay = *delay
 
 	srv := &http.Server{Addr: *addr, Handler: a.routes(), ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)

@@ -132,5 +132,5 @@ func open(ctx context.Context, cfg config, logger *slog.Logger) (*app, error) {
 	default:
 		return fail(fmt.Errorf("unknown -store %q: use sqlite, memory, postgres or redis", cfg.Store))
 	}
-	return newApp(st, led, cfg, logger, describe, closeAll), nil
+	return newApp(st, led, cfg, logger, describe, closeAll)
 }
