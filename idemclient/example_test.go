@@ -36,7 +36,12 @@ func Example() {
 			next.ServeHTTP(w, r)
 		})
 	}
-	srv := httptest.NewServer(lossy(httpidem.New(st)(pay)))
+	mw, err := httpidem.New(st)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	srv := httptest.NewServer(lossy(mw(pay)))
 	defer srv.Close()
 
 	client := idemclient.NewClient()

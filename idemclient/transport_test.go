@@ -67,7 +67,9 @@ func idemServer(t *testing.T, h http.Handler, opts ...httpidem.Option) *httptest
 	t.Helper()
 	st := memory.New()
 	t.Cleanup(func() { st.Close() })
-	srv := httptest.NewServer(httpidem.New(st, opts...)(h))
+	mw, err := httpidem.New(st, opts...)
+	require.NoError(t, err)
+	srv := httptest.NewServer(mw(h))
 	t.Cleanup(srv.Close)
 	return srv
 }

@@ -72,6 +72,7 @@ func (p *payments) count(t *testing.T) int {
 type mode struct {
 	name string
 	open func(t *testing.T) (store.Store, *payments)
+	opts []httpidem.Option
 }
 
 var modes = []mode{
@@ -79,7 +80,7 @@ var modes = []mode{
 		st := memory.New()
 		t.Cleanup(func() { st.Close() })
 		return st, &payments{}
-	}},
+	}, nil},
 	{"transactional/sqlite", func(t *testing.T) (store.Store, *payments) {
 		st, err := sqlite.Open(filepath.Join(t.TempDir(), "idem.db"))
 		require.NoError(t, err)
@@ -88,7 +89,7 @@ var modes = []mode{
 		_, err = st.DB().Exec(`CREATE TABLE payments (id INTEGER PRIMARY KEY AUTOINCREMENT, amount INTEGER NOT NULL)`)
 		require.NoError(t, err)
 		return st, &payments{db: st.DB()}
-	}},
+	}, []httpidem.Option{httpidem.WithTransactions()}},
 }
 
 type payReq struct {
@@ -96,11 +97,13 @@ type payReq struct {
 }
 
 // server is an echo app with POST /payments behind echoidem.
-func server(t *testing.T, st store.Store, p *payments, opts ...httpidem.Option) *httptest.Server {
+func server(t *testing.T, m mode, st store.Store, p *payments, opts ...httpidem.Option) *httptest.Server {
 	t.Helper()
+	mw0, err := httpidem.New(st, append(opts, m.opts...)...)
+	require.NoError(t, err)
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	mw := echoidem.Middleware(httpidem.New(st, opts...))
+	mw := echoidem.Middleware(mw0)
 	e.POST("/payments", func(c echo.Context) error {
 		var req payReq
 		if err := c.Bind(&req); err != nil {
@@ -153,7 +156,7 @@ func TestTenParallelOnePayment(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			st, p := m.open(t)
-			srv := server(t, st, p, httpidem.WithWait(10*time.Second))
+			srv := server(t, m, st, p, httpidem.WithWait(10*time.Second))
 			key := rand.Text()
 			results := make([]result, 10)
 			var wg sync.WaitGroup
@@ -185,9 +188,10 @@ func TestTenParallelOnePayment(t *testing.T) {
 // TestConflictThenReplay: without WithWait, lease mode answers duplicates
 // in flight 409 with Retry-After; after the first finishes they replay.
 func TestConflictThenReplay(t *testing.T) {
-	st, p := modes[0].open(t)
+	m := modes[0]
+	st, p := m.open(t)
 	p.in, p.hold = make(chan struct{}, 1), make(chan struct{})
-	srv := server(t, st, p)
+	srv := server(t, m, st, p)
 	key := rand.Text()
 	first := make(chan result, 1)
 	go func() { first <- post(t, srv.URL+"/payments", key, `{"amount":7}`) }()
@@ -220,7 +224,7 @@ func TestHandlerErrors(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			st, p := m.open(t)
-			srv := server(t, st, p)
+			srv := server(t, m, st, p)
 			key := rand.Text()
 			first := post(t, srv.URL+"/payments", key, `{"amount":402}`)
 			assert.Equal(t, http.StatusPaymentRequired, first.status)

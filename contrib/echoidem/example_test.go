@@ -16,9 +16,13 @@ import (
 func Example() {
 	st := memory.New()
 	defer st.Close()
-	mw := httpidem.New(st, httpidem.WithScope(func(r *http.Request) ([]string, error) {
+	mw, err := httpidem.New(st, httpidem.WithScope(func(r *http.Request) ([]string, error) {
 		return []string{r.Header.Get("X-User")}, nil // your authenticated user
 	}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	charges := 0
 	e := echo.New()

@@ -74,6 +74,7 @@ func (p *payments) count(t *testing.T) int {
 type mode struct {
 	name string
 	open func(t *testing.T) (store.Store, *payments)
+	opts []httpidem.Option
 }
 
 var modes = []mode{
@@ -81,7 +82,7 @@ var modes = []mode{
 		st := memory.New()
 		t.Cleanup(func() { st.Close() })
 		return st, &payments{}
-	}},
+	}, nil},
 	{"transactional/sqlite", func(t *testing.T) (store.Store, *payments) {
 		st, err := sqlite.Open(filepath.Join(t.TempDir(), "idem.db"))
 		require.NoError(t, err)
@@ -90,15 +91,17 @@ var modes = []mode{
 		_, err = st.DB().Exec(`CREATE TABLE payments (id INTEGER PRIMARY KEY AUTOINCREMENT, amount INTEGER NOT NULL)`)
 		require.NoError(t, err)
 		return st, &payments{db: st.DB()}
-	}},
+	}, []httpidem.Option{httpidem.WithTransactions()}},
 }
 
 // server is a gin engine with POST /payments behind ginidem.
-func server(t *testing.T, st store.Store, p *payments, opts ...httpidem.Option) (*httptest.Server, *int) {
+func server(t *testing.T, m mode, st store.Store, p *payments, opts ...httpidem.Option) (*httptest.Server, *int) {
 	t.Helper()
+	mw, err := httpidem.New(st, append(opts, m.opts...)...)
+	require.NoError(t, err)
 	after := 0 // handlers after the middleware that ran
 	r := gin.New()
-	r.POST("/payments", ginidem.Middleware(httpidem.New(st, opts...)), func(c *gin.Context) {
+	r.POST("/payments", ginidem.Middleware(mw), func(c *gin.Context) {
 		after++ // guarded: tests read it only after the requests end
 		c.Next()
 	}, func(c *gin.Context) {
@@ -121,7 +124,7 @@ func server(t *testing.T, st store.Store, p *payments, opts ...httpidem.Option) 
 		c.Header("Location", "/payments/1")
 		c.JSON(http.StatusCreated, gin.H{"id": id, "amount": req.Amount})
 	})
-	r.POST("/empty", ginidem.Middleware(httpidem.New(st, opts...)), func(c *gin.Context) {
+	r.POST("/empty", ginidem.Middleware(mw), func(c *gin.Context) {
 		p.create(c.Request.Context(), 1)
 		c.Status(http.StatusAccepted) // a status and no body: gin writes it after the chain
 	})
@@ -157,7 +160,7 @@ func TestTenParallelOnePayment(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			st, p := m.open(t)
-			srv, after := server(t, st, p, httpidem.WithWait(10*time.Second))
+			srv, after := server(t, m, st, p, httpidem.WithWait(10*time.Second))
 			key := rand.Text()
 			results := make([]result, 10)
 			var wg sync.WaitGroup
@@ -191,9 +194,10 @@ func TestTenParallelOnePayment(t *testing.T) {
 // TestConflictThenReplay: without WithWait, lease mode answers duplicates
 // in flight 409 with Retry-After; after the first finishes they replay.
 func TestConflictThenReplay(t *testing.T) {
-	st, p := modes[0].open(t)
+	m := modes[0]
+	st, p := m.open(t)
 	p.in, p.hold = make(chan struct{}, 1), make(chan struct{})
-	srv, _ := server(t, st, p)
+	srv, _ := server(t, m, st, p)
 	key := rand.Text()
 	first := make(chan result, 1)
 	go func() { first <- post(t, srv.URL+"/payments", key, `{"amount":7}`) }()
@@ -222,7 +226,7 @@ func TestStatusWithoutBodyAndRelease(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			st, p := m.open(t)
-			srv, _ := server(t, st, p)
+			srv, _ := server(t, m, st, p)
 			key := rand.Text()
 			r := post(t, srv.URL+"/empty", key, `{}`)
 			assert.Equal(t, http.StatusAccepted, r.status)
