@@ -154,6 +154,10 @@ func newKey() string {
 // key per logical call and retries the call with it, as the package
 // documentation says.
 func UnaryClientInterceptor(opts ...ClientOption) grpc.UnaryClientInterceptor {
+	return newClient(opts...).intercept
+}
+
+func newClient(opts ...ClientOption) *client {
 	c := &client{
 		maxAttempts:   DefaultMaxAttempts,
 		minBackoff:    DefaultMinBackoff,
@@ -168,7 +172,7 @@ func UnaryClientInterceptor(opts ...ClientOption) grpc.UnaryClientInterceptor {
 			o(c)
 		}
 	}
-	return c.intercept
+	return c
 }
 
 func validKey(key string) error {
