@@ -174,7 +174,10 @@ func TestClientRetries(t *testing.T) {
 	t.Run("no key: sent once", func(t *testing.T) {
 		log := &keyLog{}
 		c := newClient(WithKeyedMethods(func(string) bool { return false }))
-		c.sleep = func(context.Context, time.Duration) error { t.Error("slept: a call without a key was retried"); return nil }
+		c.sleep = func(context.Context, time.Duration) error {
+			t.Error("slept: a call without a key was retried")
+			return nil
+		}
 		ev := start(t, transports[0], &payments{}, []grpc.UnaryServerInterceptor{log.intercept, serverICPT(t, down, WithPolicy(func(string) Policy { return Optional }))}, grpc.WithUnaryInterceptor(c.intercept))
 		p := ev.p
 		p.handle = func(context.Context, string, *structpb.Struct) (*structpb.Struct, error) {
