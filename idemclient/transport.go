@@ -186,7 +186,10 @@ type boundKey struct {
 // the key comes from your own data (an order id) or when you retry a whole
 // call yourself and want the server to see one operation. The key is bound
 // to the first request sent with the context; a different request fails
-// with ErrKeyReused.
+// with ErrKeyReused. Only requests of keyed methods (WithMethods) carry it.
+// A redirect that http.Client follows is a new request to the transport: a
+// 307 or 308 to another URL fails with ErrKeyReused rather than send the key
+// to another operation.
 func WithKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, ctxKey{}, &boundKey{key: key})
 }
