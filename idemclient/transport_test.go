@@ -514,3 +514,19 @@ func TestReplayed(t *testing.T) {
 	assert.Equal(t, "", KeyOf(nil))
 	assert.True(t, errors.Is(fmt.Errorf("x: %w", ErrKeyReused), ErrKeyReused))
 }
+
+func TestWithKeyRedirect(t *testing.T) {
+	rec := &recorder{script: func(_ int, w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/old" {
+			http.Redirect(w, r, "/new", http.StatusTemporaryRedirect)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}}
+	srv := serve(t, rec)
+	c := &http.Client{Transport: New()}
+	req, _ := http.NewRequestWithContext(WithKey(t.Context(), "k-redirect"), http.MethodPost, srv.URL+"/old", strings.NewReader("x"))
+	_, err := c.Do(req)
+	assert.ErrorIs(t, err, ErrKeyReused, "the key is not sent to another URL")
+	assert.Equal(t, []string{`"k-redirect"`}, rec.seen())
+}
