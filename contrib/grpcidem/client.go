@@ -52,17 +52,17 @@ func WithMaxAttempts(n int) ClientOption {
 }
 
 // WithBackoff sets the backoff between attempts that have no RetryInfo:
-// attempt n waits a random time between half and all of min·2ⁿ, at most max
+// attempt n waits a random time between half and all of lo·2ⁿ, at most hi
 // (defaults 100ms and 5s). Non-positive values keep the defaults.
-func WithBackoff(min, max time.Duration) ClientOption {
+func WithBackoff(lo, hi time.Duration) ClientOption {
 	return func(c *client) {
-		if min > 0 {
-			c.minBackoff = min
+		if lo > 0 {
+			c.minBackoff = lo
 		}
-		if max > 0 {
-			c.maxBackoff = max
+		if hi > 0 {
+			c.maxBackoff = hi
 		}
-		c.maxBackoff = maxDur(c.maxBackoff, c.minBackoff)
+		c.maxBackoff = max(c.maxBackoff, c.minBackoff)
 	}
 }
 
@@ -279,7 +279,7 @@ func (c *client) retryable(err error, n int) (time.Duration, bool) {
 func retryDelay(st *status.Status) (time.Duration, bool) {
 	for _, d := range st.Details() {
 		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay() != nil {
-			return maxDur(ri.GetRetryDelay().AsDuration(), 0), true
+			return max(ri.GetRetryDelay().AsDuration(), 0), true
 		}
 	}
 	return 0, false
@@ -292,8 +292,6 @@ func (c *client) backoff(n int) time.Duration {
 	}
 	return d/2 + mrand.N(d/2+1)
 }
-
-func maxDur(a, b time.Duration) time.Duration { return max(a, b) }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	if d <= 0 {

@@ -32,8 +32,9 @@
 //	                                            header "idempotent-replayed: true"
 //	same key, other method or request           FailedPrecondition (the key names another operation: the
 //	                                            system's state, not the argument, is what is wrong)
-//	same key while the first is running         Aborted with a RetryInfo detail (when its lease lapses);
-//	                                            or, with idem.WithWait, wait and replay
+//	same key while the first is running         Aborted with a RetryInfo detail (WithRetryDelay, 1s, at
+//	                                            most the lease's remaining time); or, with
+//	                                            idem.WithWait, wait and replay
 //	store unavailable (work not run)            Unavailable with a RetryInfo detail
 //	transactional mode, commit outcome unknown  Unavailable: retry with the same key
 //	replay of a result too large to keep        AlreadyExists: done, but its response is gone

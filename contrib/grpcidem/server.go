@@ -138,6 +138,23 @@ func WithLogger(l *slog.Logger) ServerOption {
 	}
 }
 
+// DefaultRetryDelay is the default WithRetryDelay.
+const DefaultRetryDelay = time.Second
+
+// WithRetryDelay sets the RetryInfo delay suggested to a call that finds its
+// key in flight (default 1s): d, or the time left on the first call's lease
+// when that is shorter. The lease's end alone would be a poor hint: the
+// first call renews it while it runs, and usually ends long before.
+func WithRetryDelay(d time.Duration) ServerOption {
+	return func(s *server) error {
+		if d <= 0 {
+			return errors.New("non-positive retry delay")
+		}
+		s.retryDelay = d
+		return nil
+	}
+}
+
 // DefaultKeep keeps every handler error code except those that say the call
 // may be retried as it is (Unavailable, ResourceExhausted, Aborted,
 // DeadlineExceeded, Canceled) or that the server failed (Internal, Unknown,
@@ -160,6 +177,8 @@ type server struct {
 	logger *slog.Logger
 	types  sync.Map // full method → protoreflect.MessageType
 	now    func() time.Time
+
+	retryDelay time.Duration
 }
 
 // UnaryServerInterceptor returns an interceptor that runs each unary call
@@ -170,7 +189,7 @@ func UnaryServerInterceptor(e *idem.Engine, opts ...ServerOption) (grpc.UnarySer
 	if e == nil {
 		return nil, fmt.Errorf("grpcidem: new server interceptor: %w: nil engine", ErrInvalid)
 	}
-	s := &server{e: e, policy: func(string) Policy { return Required }, keep: DefaultKeep, logger: slog.Default(), now: time.Now}
+	s := &server{e: e, policy: func(string) Policy { return Required }, keep: DefaultKeep, logger: slog.Default(), now: time.Now, retryDelay: DefaultRetryDelay}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("grpcidem: new server interceptor: %w: nil option", ErrInvalid)
@@ -370,7 +389,7 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	case store.Mismatch:
 		return nil, status.Error(codes.FailedPrecondition, "grpcidem: this idempotency key was already used with a different method or request; use a new key for a new request")
 	default: // store.InProgress
-		after := max(res.Record.LockedUntil.Sub(s.now()), 100*time.Millisecond)
+		after := max(min(res.Record.LockedUntil.Sub(s.now()), s.retryDelay), 10*time.Millisecond)
 		return nil, retryStatus(codes.Aborted, "grpcidem: a call with this idempotency key is still running; retry after the delay", after)
 	}
 }

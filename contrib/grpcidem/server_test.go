@@ -113,6 +113,7 @@ func TestInFlightAborted(t *testing.T) {
 		return req, nil
 	}
 	ev := start(t, transports[0], p, []grpc.UnaryServerInterceptor{serverICPT(t, e)})
+	long := start(t, transports[0], p, []grpc.UnaryServerInterceptor{serverICPT(t, e, WithRetryDelay(time.Minute))})
 	first := make(chan answer, 1)
 	go func() { first <- call(t.Context(), ev.conn, payMethod, "k-busy", amount(1)) }()
 	<-entered
@@ -120,6 +121,11 @@ func TestInFlightAborted(t *testing.T) {
 	require.Equal(t, codes.Aborted, status.Code(a.err), "%v", a.err)
 	d, ok := retryDelay(status.Convert(a.err))
 	require.True(t, ok, "RetryInfo detail")
+	assert.Equal(t, DefaultRetryDelay, d)
+	// A longer retry delay is cut to the lease's remaining time.
+	a = call(t.Context(), long.conn, payMethod, "k-busy", amount(1))
+	require.Equal(t, codes.Aborted, status.Code(a.err), "%v", a.err)
+	d, _ = retryDelay(status.Convert(a.err))
 	assert.Greater(t, d, 4*time.Second)
 	assert.LessOrEqual(t, d, 5*time.Second)
 	close(release)
@@ -280,7 +286,7 @@ func TestNewRejects(t *testing.T) {
 	_, err := UnaryServerInterceptor(nil)
 	assert.ErrorIs(t, err, ErrInvalid)
 	e := memEngine(t)
-	for _, o := range []ServerOption{nil, WithScope(nil), WithPolicy(nil), WithKeep(nil), WithResponseType("/a/b", nil), WithLogger(nil)} {
+	for _, o := range []ServerOption{nil, WithScope(nil), WithPolicy(nil), WithKeep(nil), WithResponseType("/a/b", nil), WithLogger(nil), WithRetryDelay(0)} {
 		_, err := UnaryServerInterceptor(e, o)
 		assert.ErrorIs(t, err, ErrInvalid)
 	}
