@@ -123,7 +123,8 @@ func WithKeyFunc(fn func() string) Option {
 
 // Transport is an http.RoundTripper that sends one Idempotency-Key per
 // logical call and retries the call with that same key. See the package
-// documentation for when it retries. It is safe for concurrent use.
+// documentation for when it retries. It is safe for concurrent use. Make
+// one with New; the zero value behaves as New() does.
 type Transport struct {
 	base          http.RoundTripper
 	maxAttempts   int
@@ -246,9 +247,15 @@ var idempotentMethods = map[string]bool{
 	http.MethodTrace: true, http.MethodPut: true, http.MethodDelete: true,
 }
 
+// defaultTransport is what a zero Transport uses.
+var defaultTransport = sync.OnceValue(func() *Transport { return New() })
+
 // RoundTrip sends req, with its key, and retries it as the package
 // documentation says. It does not modify req.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.sleep == nil { // not made by New
+		t = defaultTransport()
+	}
 	ctx := req.Context()
 	method := req.Method
 	if method == "" {
@@ -299,7 +306,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				break
 			}
 			if t.sleep(ctx, t.backoff(n)) != nil {
-				break
+				return nil, fmt.Errorf("idemclient: waiting to retry: %w", context.Cause(ctx))
 			}
 			continue
 		}

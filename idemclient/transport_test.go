@@ -530,3 +530,29 @@ func TestWithKeyRedirect(t *testing.T) {
 	assert.ErrorIs(t, err, ErrKeyReused, "the key is not sent to another URL")
 	assert.Equal(t, []string{`"k-redirect"`}, rec.seen())
 }
+
+func TestZeroTransport(t *testing.T) {
+	rec := &recorder{script: failTimes(0, "")}
+	srv := serve(t, rec)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, strings.NewReader("x"))
+	resp, err := (&Transport{}).RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusCreated, resp.StatusCode)
+	assert.NotEmpty(t, rec.seen()[0], "the zero Transport sends a key too")
+}
+
+func TestContextCancelledDuringBackoff(t *testing.T) {
+	rec := &recorder{script: hangUp(10)}
+	srv := serve(t, rec)
+	ctx, cancel := context.WithCancel(t.Context())
+	tr := New(WithBase(&http.Transport{DisableKeepAlives: true}))
+	tr.sleep = func(c context.Context, d time.Duration) error {
+		cancel()
+		return sleepCtx(c, d)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("x"))
+	_, err := tr.RoundTrip(req)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Len(t, rec.seen(), 1)
+}
