@@ -255,3 +255,41 @@ func TestNilMiddleware(t *testing.T) {
 	assert.Equal(t, http.StatusInternalServerError, w.Code)
 	assert.False(t, ran)
 }
+
+// TestOuterMiddlewareSeesStatus: a middleware before ginidem (a logger)
+// reads the status the client got from c.Writer, whoever wrote it.
+func TestOuterMiddlewareSeesStatus(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			st, p := m.open(t)
+			mw, err := httpidem.New(st, m.opts...)
+			require.NoError(t, err)
+			var mu sync.Mutex
+			var seen []int
+			r := gin.New()
+			r.Use(func(c *gin.Context) {
+				c.Next()
+				mu.Lock()
+				seen = append(seen, c.Writer.Status())
+				mu.Unlock()
+			})
+			r.POST("/payments", ginidem.Middleware(mw), func(c *gin.Context) {
+				id, err := p.create(c.Request.Context(), 1)
+				if err != nil {
+					c.JSON(http.StatusInternalServerError, gin.H{"error": err.Error()})
+					return
+				}
+				c.JSON(http.StatusCreated, gin.H{"id": id})
+			})
+			srv := httptest.NewServer(r)
+			t.Cleanup(srv.Close)
+			key := rand.Text()
+			post(t, srv.URL+"/payments", key, `{}`)
+			post(t, srv.URL+"/payments", key, `{}`)
+			post(t, srv.URL+"/payments", "", `{}`)
+			mu.Lock()
+			defer mu.Unlock()
+			assert.Equal(t, []int{http.StatusCreated, http.StatusCreated, http.StatusBadRequest}, seen)
+		})
+	}
+}
