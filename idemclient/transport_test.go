@@ -186,8 +186,8 @@ func TestInFlightConflictWaitsRetryAfter(t *testing.T) {
 	waits := f.all()
 	require.Len(t, waits, 1)
 	// httpidem's Retry-After is the lease's remaining time, rounded up to
-	// whole seconds: 2 here.
-	assert.GreaterOrEqual(t, waits[0], 2*time.Second)
+	// whole seconds: 2 here (1 on a machine that stalled for a second).
+	assert.GreaterOrEqual(t, waits[0], time.Second)
 	assert.Less(t, waits[0], 2300*time.Millisecond)
 	assert.Contains(t, got, `"id":1`)
 }

@@ -126,7 +126,7 @@ func TestInFlightAborted(t *testing.T) {
 	a = call(t.Context(), long.conn, payMethod, "k-busy", amount(1))
 	require.Equal(t, codes.Aborted, status.Code(a.err), "%v", a.err)
 	d, _ = retryDelay(status.Convert(a.err))
-	assert.Greater(t, d, 4*time.Second)
+	assert.Greater(t, d, 3*time.Second)
 	assert.LessOrEqual(t, d, 5*time.Second)
 	close(release)
 	require.NoError(t, (<-first).err)
