@@ -37,7 +37,8 @@
 //	                                            idem.WithWait, wait and replay
 //	store unavailable (work not run)            Unavailable with a RetryInfo detail
 //	transactional mode, commit outcome unknown  Unavailable: retry with the same key
-//	replay of a result too large to keep        AlreadyExists: done, but its response is gone
+//	replay of a result too large to keep        AlreadyExists: done, but its response was not kept
+//	(over WithMaxResponse, 1 MiB)               (transactional mode: rolled back, Internal)
 //	scope function failed                       Internal (Unauthenticated if it wraps ErrUnauthenticated)
 //
 // A handler's error status is kept and replayed like a response unless

@@ -138,6 +138,25 @@ func WithLogger(l *slog.Logger) ServerOption {
 	}
 }
 
+// DefaultMaxResponse is the default WithMaxResponse, in bytes.
+const DefaultMaxResponse = 1 << 20
+
+// WithMaxResponse sets the largest encoded response (or error status) kept
+// for replay, in bytes (default 1 MiB). A larger one is still returned to
+// the caller, and the key recorded as done without it: a retry gets
+// AlreadyExists instead of a second run. In transactional mode the
+// transaction is rolled back instead and the caller gets Internal (an
+// effect must not commit without the answer its retry would replay).
+func WithMaxResponse(n int) ServerOption {
+	return func(s *server) error {
+		if n <= 0 {
+			return errors.New("non-positive max response")
+		}
+		s.maxResponse = n
+		return nil
+	}
+}
+
 // DefaultRetryDelay is the default WithRetryDelay.
 const DefaultRetryDelay = time.Second
 
@@ -178,7 +197,8 @@ type server struct {
 	types  sync.Map // full method → protoreflect.MessageType
 	now    func() time.Time
 
-	retryDelay time.Duration
+	retryDelay  time.Duration
+	maxResponse int
 }
 
 // UnaryServerInterceptor returns an interceptor that runs each unary call
@@ -189,7 +209,7 @@ func UnaryServerInterceptor(e *idem.Engine, opts ...ServerOption) (grpc.UnarySer
 	if e == nil {
 		return nil, fmt.Errorf("grpcidem: new server interceptor: %w: nil engine", ErrInvalid)
 	}
-	s := &server{e: e, policy: func(string) Policy { return Required }, keep: DefaultKeep, logger: slog.Default(), now: time.Now, retryDelay: DefaultRetryDelay}
+	s := &server{e: e, policy: func(string) Policy { return Required }, keep: DefaultKeep, logger: slog.Default(), now: time.Now, retryDelay: DefaultRetryDelay, maxResponse: DefaultMaxResponse}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("grpcidem: new server interceptor: %w: nil option", ErrInvalid)
@@ -271,7 +291,7 @@ func (s *server) settle(v *verdict) idem.Verdict {
 			v.tooLarge = true
 			return idem.KeepWithoutResponse("status not encodable: " + err.Error())
 		}
-		return idem.Keep(b)
+		return s.keepBounded(v, b)
 	}
 	m, ok := v.out.(proto.Message)
 	if !ok {
@@ -282,6 +302,14 @@ func (s *server) settle(v *verdict) idem.Verdict {
 	if err != nil {
 		v.tooLarge = true
 		return idem.KeepWithoutResponse("response not encodable: " + err.Error())
+	}
+	return s.keepBounded(v, b)
+}
+
+func (s *server) keepBounded(v *verdict, b []byte) idem.Verdict {
+	if len(b) > s.maxResponse {
+		v.tooLarge = true
+		return idem.KeepWithoutResponse(fmt.Sprintf("response of %d bytes is over the %d-byte limit", len(b), s.maxResponse))
 	}
 	return idem.Keep(b)
 }

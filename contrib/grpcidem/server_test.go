@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -286,7 +287,7 @@ func TestNewRejects(t *testing.T) {
 	_, err := UnaryServerInterceptor(nil)
 	assert.ErrorIs(t, err, ErrInvalid)
 	e := memEngine(t)
-	for _, o := range []ServerOption{nil, WithScope(nil), WithPolicy(nil), WithKeep(nil), WithResponseType("/a/b", nil), WithLogger(nil), WithRetryDelay(0)} {
+	for _, o := range []ServerOption{nil, WithScope(nil), WithPolicy(nil), WithKeep(nil), WithResponseType("/a/b", nil), WithLogger(nil), WithRetryDelay(0), WithMaxResponse(0)} {
 		_, err := UnaryServerInterceptor(e, o)
 		assert.ErrorIs(t, err, ErrInvalid)
 	}
@@ -330,4 +331,36 @@ func TestTransactional(t *testing.T) {
 	var n int
 	require.NoError(t, st.DB().QueryRow(`SELECT count(*) FROM payments`).Scan(&n))
 	assert.Equal(t, 1, n)
+}
+
+func TestResponseTooLarge(t *testing.T) {
+	big := func(_ context.Context, _ string, req *structpb.Struct) (*structpb.Struct, error) {
+		return structpb.NewStruct(map[string]any{"blob": strings.Repeat("x", 2000)})
+	}
+	t.Run("lease: returned, then AlreadyExists", func(t *testing.T) {
+		e := memEngine(t)
+		p := &payments{handle: big}
+		ev := start(t, transports[0], p, []grpc.UnaryServerInterceptor{serverICPT(t, e, WithMaxResponse(1000))})
+		a := call(t.Context(), ev.conn, payMethod, "k-big", amount(1))
+		require.NoError(t, a.err)
+		assert.Len(t, a.resp.Fields["blob"].GetStringValue(), 2000, "the caller gets its response")
+		a = call(t.Context(), ev.conn, payMethod, "k-big", amount(1))
+		assert.Equal(t, codes.AlreadyExists, status.Code(a.err), "%v", a.err)
+		assert.Equal(t, int32(1), p.calls.Load(), "done once; its retry does not run it again")
+	})
+	t.Run("transactional: rolled back, Internal", func(t *testing.T) {
+		st, err := sqlite.Open(filepath.Join(t.TempDir(), "idem.db"))
+		require.NoError(t, err)
+		t.Cleanup(func() { st.Close() })
+		require.NoError(t, st.Migrate(t.Context()))
+		e, err := idem.New(st, idem.WithTransactions())
+		require.NoError(t, err)
+		p := &payments{handle: big}
+		ev := start(t, transports[0], p, []grpc.UnaryServerInterceptor{serverICPT(t, e, WithMaxResponse(1000))})
+		a := call(t.Context(), ev.conn, payMethod, "k-big", amount(1))
+		assert.Equal(t, codes.Internal, status.Code(a.err), "%v", a.err)
+		a = call(t.Context(), ev.conn, payMethod, "k-big", amount(1))
+		assert.Equal(t, codes.Internal, status.Code(a.err), "rolled back: the retry runs again")
+		assert.Equal(t, int32(2), p.calls.Load())
+	})
 }
