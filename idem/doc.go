@@ -94,7 +94,10 @@
 // token: Acquired means nobody took it (the lease had lapsed) and the
 // Complete is retried; anything else means another claim owns the key, and
 // the engine stops without touching it. Only a key lost to another claim, or
-// a lease that ended without a successful renewal, stops the retries.
+// a lease that ended without a successful renewal, stops the retries, with
+// one bound: when renewals succeed but Complete keeps failing for four
+// leases (a store that renews but refuses the write), Run returns
+// ErrNotRecorded rather than block its caller forever.
 //
 // A claim whose reply came after half the lease is not acted on: its lease
 // started somewhere during the call and may lapse before the first renewal.

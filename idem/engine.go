@@ -145,8 +145,10 @@ func (r Result) Replay() bool { return r.Outcome == store.Completed }
 // error is nil when the work ran and was settled as it asked, and when the
 // key was a duplicate (see Result.Outcome); otherwise it matches
 // ErrUnavailable (the work did not run), store.ErrLeaseLost or
-// ErrNotRecorded (the work ran; its result is not recorded), or the
-// caller's context error (the caller left while waiting).
+// ErrNotRecorded (the work ran; its result is not recorded), the store's
+// error from a failed release (Settle is SettleFailed; the key lapses with
+// its lease), or the caller's context error (the caller left while
+// waiting).
 func (e *Engine) Run(ctx context.Context, key, fingerprint string, work Work) (Result, error) {
 	if work == nil {
 		return Result{}, fmt.Errorf("idem: run: %w: nil work", store.ErrInvalid)

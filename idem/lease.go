@@ -92,8 +92,9 @@ func (e *Engine) settle(ctx context.Context, key string, tok store.Token, hb *he
 		// key again.
 		hb.stop()
 		if err := e.release(ctx, key, tok); err != nil {
+			// The key lapses with its lease; a retry runs then.
 			res.Settle = SettleFailed
-			return res, nil // the key lapses with its lease; a retry runs then
+			return res, fmt.Errorf("idem: release %q: %w", key, err)
 		}
 		res.Settle = SettleReleased
 		e.emit(ctx, Event{Kind: Released, Key: key, Reason: v.reason, Status: v.status})
@@ -130,10 +131,14 @@ func (e *Engine) notRecorded(ctx context.Context, key string, res Result, v Verd
 	return res, fmt.Errorf("idem: complete %q: %w: %w", key, ErrNotRecorded, err)
 }
 
-// Backoff of the Complete retries.
+// Backoff of the Complete retries, and how many leases they may last while
+// renewals succeed but Complete keeps failing (a store that renews but
+// refuses the write): past that the caller gets ErrNotRecorded rather than
+// waiting forever.
 const (
 	settleFirstBackoff = 5 * time.Millisecond
 	settleMaxBackoff   = 500 * time.Millisecond
+	settleLeases       = 4
 )
 
 // complete records response, retrying with backoff while the heartbeat
@@ -142,6 +147,7 @@ const (
 func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *heartbeat, response []byte) error {
 	bctx := context.WithoutCancel(ctx)
 	backoff := settleFirstBackoff
+	start := time.Now()
 	for {
 		if lost := hb.lostToOther(); lost != nil {
 			return lost
@@ -185,7 +191,7 @@ func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *
 		if errors.Is(err, store.ErrInvalid) {
 			return err
 		}
-		if hb.ended() {
+		if hb.ended() || time.Since(start) >= settleLeases*e.opts.lease {
 			return err
 		}
 		e.opts.logger.WarnContext(ctx, "idem: could not record the result; retrying while the lease holds", "key", key, "err", err)
