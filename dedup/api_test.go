@@ -11,7 +11,6 @@ import (
 
 	"github.com/idemkit/idemkit/dedup"
 	"github.com/idemkit/idemkit/store"
-	"github.com/idemkit/idemkit/store/memory"
 	"github.com/idemkit/idemkit/storetest"
 )
 
@@ -29,7 +28,6 @@ func TestNewRejects(t *testing.T) {
 		"LongScope":      {s, []dedup.Option{dedup.WithScope(strings.Repeat("s", store.MaxKeyLen))}},
 		"NULInScope":     {s, []dedup.Option{dedup.WithScope("a\x00b")}},
 		"InvalidUTF8Scp": {s, []dedup.Option{dedup.WithScope("\xff")}},
-		"NilOption":      {s, []dedup.Option{nil}},
 		"NilLogger":      {s, []dedup.Option{dedup.WithLogger(nil)}},
 		"NilObserver":    {s, []dedup.Option{dedup.WithObserver(nil)}},
 	}
@@ -115,7 +113,7 @@ func TestOutcome(t *testing.T) {
 }
 
 func TestProcessTxNeedsTransactor(t *testing.T) {
-	s := memory.New()
+	s := mustMemory(t)
 	t.Cleanup(func() { _ = s.Close() })
 	d := newDeduper(t, s)
 	called := false

@@ -42,7 +42,7 @@ func New(s store.Store, opts ...Option) (*Deduper, error) {
 	o := defaults()
 	for _, opt := range opts {
 		if opt == nil {
-			return nil, fmt.Errorf("dedup: new: %w: nil option", store.ErrInvalid)
+			continue // a nil Option is skipped, as everywhere in the module
 		}
 		if err := opt(&o); err != nil {
 			return nil, fmt.Errorf("dedup: new: %w: %w", store.ErrInvalid, err)

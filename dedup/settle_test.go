@@ -43,9 +43,9 @@ func TestCompleteRetriedWhileLeaseHolds(t *testing.T) {
 // fn and the record and comes back a second later.
 func TestCompleteSurvivesStoreRestart(t *testing.T) {
 	mr := miniredis.RunT(t)
-	c := goredis.NewClient(&goredis.Options{Addr: mr.Addr(), MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	c := goredis.NewClient(&goredis.Options{Addr: mr.Addr(), MaxRetries: -1, DialTimeout: 100 * time.Millisecond, DialerRetries: 1})
 	t.Cleanup(func() { _ = c.Close() })
-	s := redis.New(c, redis.WithEvictionCheck(false))
+	s := mustRedis(t, c, redis.WithEvictionCheck(false))
 	d := newDeduper(t, s, dedup.WithLease(3*time.Second))
 	fx := newEffects()
 	const id = "evt_restart"

@@ -3,6 +3,7 @@ package httpidem_test
 import (
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,7 +13,10 @@ import (
 )
 
 func Example() {
-	st := memory.New()
+	st, err := memory.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer st.Close()
 
 	charges := 0
@@ -51,7 +55,10 @@ func Example() {
 }
 
 func Example_problems() {
-	st := memory.New()
+	st, err := memory.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer st.Close()
 	mw, err := httpidem.New(st)
 	if err != nil {

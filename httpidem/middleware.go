@@ -42,7 +42,7 @@ func New(s store.Store, opts ...Option) (func(http.Handler) http.Handler, error)
 	m := &middleware{options: defaults()}
 	for _, o := range opts {
 		if o == nil {
-			return nil, fmt.Errorf("httpidem: new: %w: nil option", store.ErrInvalid)
+			continue // a nil Option is skipped, as everywhere in the module
 		}
 		if err := o(&m.options); err != nil {
 			return nil, fmt.Errorf("httpidem: new: %w: %w", store.ErrInvalid, err)

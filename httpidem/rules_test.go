@@ -26,10 +26,9 @@ import (
 func TestStoredResponseIsWhatHandlerWrote(t *testing.T) {
 	const total = 800 << 10
 	chunk := strings.Repeat("x", 8<<10)
-	finished := make(chan struct{}, 1)
+	settled := make(chan struct{}, 1)
 	clientGone := make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() { finished <- struct{}{} }()
 		w.WriteHeader(201)
 		for i := 0; i < total/len(chunk); i++ {
 			if i == 8 {
@@ -39,7 +38,11 @@ func TestStoredResponseIsWhatHandlerWrote(t *testing.T) {
 			w.(http.Flusher).Flush()
 		}
 	})
-	mw := mustNew(t, newFakeStore())(h)
+	mw := mustNew(t, newFakeStore(), httpidem.WithHook(func(e httpidem.Event) {
+		if e.Kind == httpidem.Stored {
+			settled <- struct{}{}
+		}
+	}))(h)
 	srv := httptest.NewServer(mw)
 	defer srv.Close()
 
@@ -52,7 +55,7 @@ func TestStoredResponseIsWhatHandlerWrote(t *testing.T) {
 	resp.Body.Close() // hang up mid-response
 	http.DefaultClient.CloseIdleConnections()
 	close(clientGone)
-	<-finished
+	<-settled
 
 	req, _ = http.NewRequest("POST", srv.URL, strings.NewReader(`{}`))
 	req.Header.Set("Idempotency-Key", `"k"`)
@@ -223,4 +226,25 @@ func TestNoWriteAroundTheCapture(t *testing.T) {
 	assert.NoError(t, duplexErr)
 	assert.Equal(t, st1, st2)
 	assert.Equal(t, b1, b2, "the replay is what the first caller received")
+}
+
+// TestCompleteRetriedAfterHandler: the store fails between the handler and
+// Complete (a restart, a pause) for 300 ms; Complete is retried while the
+// lease holds, and the retry replays instead of paying again.
+func TestCompleteRetriedAfterHandler(t *testing.T) {
+	s := newFakeStore()
+	var runs atomic.Int32
+	mw := mustNew(t, s)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		s.set(func(f *fakeStore) { f.completeErr = errDown })
+		time.AfterFunc(300*time.Millisecond, func() { s.set(func(f *fakeStore) { f.completeErr = nil }) })
+		w.WriteHeader(201)
+		io.WriteString(w, "paid")
+	}))
+	w := serve(mw, newReq(`{}`, "k"))
+	require.Equal(t, 201, w.Code)
+	w = serve(mw, newReq(`{}`, "k"))
+	assert.Equal(t, "true", w.Header().Get(httpidem.ReplayedHeader))
+	assert.Equal(t, "paid", w.Body.String())
+	assert.EqualValues(t, 1, runs.Load(), "never a second payment")
 }

@@ -33,7 +33,7 @@ func backends(t *testing.T) map[string]store.Store {
 	if testenvSet("IDEMKIT_REDIS_ADDR") || testenv.InCI() {
 		c := goredis.NewClient(&goredis.Options{Addr: testenv.RedisAddr(t)})
 		t.Cleanup(func() { _ = c.Close() })
-		m["redis"] = redis.New(c, redis.WithPrefix(testredis.Prefix(t, c, "idemkit-idem-test:")))
+		m["redis"] = mustRedis(t, c, redis.WithPrefix(testredis.Prefix(t, c, "idemkit-idem-test:")))
 	}
 	return m
 }

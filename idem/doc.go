@@ -46,6 +46,7 @@
 //	store restarted between work and Complete   retried until the store is back; no second run                 TestRunCompleteSurvivesStoreRestart
 //	store paused between work and Complete      retried until the store answers; no second run                 TestRunCompleteSurvivesStorePause
 //	Complete fails until the lease ends         ErrNotRecorded; the key lapses with its lease                  TestRunCompleteGivesUpWhenLeaseEnds
+//	Complete fails, renewals succeed            ErrNotRecorded after four leases (the caller is not held forever) TestRunCompleteBoundedWhileRenewing
 //	Complete finds the key held by another      store.ErrLeaseLost; the other's record untouched               TestRunCompleteFencedByAnotherClaim
 //	claim's reply after half the lease          Release; ErrSlowClaim (matches ErrUnavailable); work not run   TestRunSlowClaimNotActedOn
 //	claim fails                                 ErrUnavailable; work not run                                   TestRunClaimFails
@@ -105,6 +106,17 @@
 // exempt: a claim there may wait on the key's row for a concurrent
 // transaction, which keeps everyone else out, and the lease is renewed once
 // before Complete when the work ran past half of it.
+//
+// # Do
+//
+// Do runs any function once per key with a typed result, kept with a Codec
+// (JSON by default): Do(ctx, e, key, fn, WithScope(tenant),
+// WithFingerprint(fp)). Lease and wait come from the Engine (WithLease,
+// WithWait); the rules are the engine's: an error from fn releases the key,
+// a result too large to keep is recorded without it (later calls get
+// ErrNotKept), a duplicate gets the kept result, ErrInProgress or
+// ErrMismatch. Tests: TestDoRunsOnce, TestDoErrorReleases,
+// TestDoScopeSeparates, TestDoTooLargeNotKept, TestDoInProgressAndRejects.
 //
 // # Observing
 //

@@ -47,7 +47,7 @@ func New(s store.Store, opts ...Option) (*Engine, error) {
 	e := &Engine{s: s, opts: defaults()}
 	for _, o := range opts {
 		if o == nil {
-			return nil, fmt.Errorf("idem: new: %w: nil option", store.ErrInvalid)
+			continue // a nil Option is skipped, as everywhere in the module
 		}
 		if err := o(&e.opts); err != nil {
 			return nil, fmt.Errorf("idem: new: %w: %w", store.ErrInvalid, err)

@@ -30,7 +30,6 @@ func TestNewRejects(t *testing.T) {
 		"negative wait":                 {mem, []idem.Option{idem.WithWait(-time.Second)}},
 		"nil logger":                    {mem, []idem.Option{idem.WithLogger(nil)}},
 		"nil observer":                  {mem, []idem.Option{idem.WithObserver(nil)}},
-		"nil option":                    {mem, []idem.Option{nil}},
 		"transactions on a plain store": {mem, []idem.Option{idem.WithTransactions()}},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -39,8 +38,8 @@ func TestNewRejects(t *testing.T) {
 			assert.Nil(t, e)
 		})
 	}
-	e := newEngine(t, mem)
-	assert.False(t, e.Transactional(), "lease mode is the default")
+	e := newEngine(t, mem, nil)
+	assert.False(t, e.Transactional(), "lease mode is the default; a nil option is skipped")
 }
 
 func TestRunKeepCompletes(t *testing.T) {
@@ -231,13 +230,13 @@ func TestRunCompleteRetriedThroughBlip(t *testing.T) {
 func TestRunCompleteSurvivesStoreRestart(t *testing.T) {
 	t.Run("miniredis", func(t *testing.T) {
 		mr := miniredis.RunT(t)
-		c := goredis.NewClient(&goredis.Options{Addr: mr.Addr(), MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+		c := goredis.NewClient(&goredis.Options{Addr: mr.Addr(), MaxRetries: -1, DialTimeout: 100 * time.Millisecond, DialerRetries: 1})
 		t.Cleanup(func() { _ = c.Close() })
-		testRestart(t, redis.New(c, redis.WithEvictionCheck(false)), mr.Close, func() { require.NoError(t, mr.Restart()) })
+		testRestart(t, mustRedis(t, c, redis.WithEvictionCheck(false)), mr.Close, func() { require.NoError(t, mr.Restart()) })
 	})
 	t.Run("redis-server", func(t *testing.T) {
 		p := startRedis(t)
-		testRestart(t, redis.New(p.client(t), redis.WithEvictionCheck(false)), p.kill, p.start)
+		testRestart(t, mustRedis(t, p.client(t), redis.WithEvictionCheck(false)), p.kill, p.start)
 	})
 }
 
@@ -268,7 +267,7 @@ func testRestart(t *testing.T, s store.Store, stop, start func()) {
 
 func TestRunCompleteSurvivesStorePause(t *testing.T) {
 	p := startRedis(t)
-	s := redis.New(p.client(t), redis.WithEvictionCheck(false))
+	s := mustRedis(t, p.client(t), redis.WithEvictionCheck(false))
 	e := newEngine(t, s, idem.WithLease(2*time.Second))
 	k := key(t)
 	var c counter
@@ -498,4 +497,18 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 		assert.NotNil(t, ev.Ctx)
 	}
 	assert.Equal(t, map[string]bool{idem.OpClaim: true, idem.OpComplete: true, idem.OpRelease: true}, ops)
+}
+
+func TestRunCompleteBoundedWhileRenewing(t *testing.T) {
+	const lease = 50 * time.Millisecond
+	f := &flaky{Store: newMemory(t), complete: func(int) error { return errBlip }}
+	e := newEngine(t, f, idem.WithLease(lease))
+	start := time.Now()
+	res, err := e.Run(t.Context(), key(t), "", func(context.Context) idem.Verdict { return idem.Keep(nil) })
+	require.ErrorIs(t, err, idem.ErrNotRecorded)
+	assert.Equal(t, idem.SettleFailed, res.Settle)
+	took := time.Since(start)
+	assert.GreaterOrEqual(t, took, 4*lease)
+	assert.Less(t, took, 40*lease)
+	assert.Greater(t, f.claims.Load(), int32(2), "renewals went on while Complete was retried")
 }

@@ -13,7 +13,10 @@ import (
 // is replayed.
 func ExampleEngine_Run() {
 	ctx := context.Background()
-	st := memory.New()
+	st, err := memory.New()
+	if err != nil {
+		panic(err)
+	}
 	defer st.Close()
 	e, err := idem.New(st)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/idemkit/idemkit/internal/testenv"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/memory"
+	"github.com/idemkit/idemkit/store/redis"
 	"github.com/idemkit/idemkit/storetest"
 )
 
@@ -69,14 +70,16 @@ func (f *flaky) Release(ctx context.Context, key string, tok store.Token) error 
 }
 
 func newMemory(t testing.TB) *memory.Store {
-	s := memory.New()
+	s, err := memory.New()
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
 
 func newManualMemory(t testing.TB) (*memory.Store, *storetest.ManualClock) {
 	clock := storetest.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	s := memory.New(memory.WithClock(clock.Now))
+	s, err := memory.New(memory.WithClock(clock.Now))
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s, clock
 }
@@ -178,7 +181,6 @@ func (p *redisProc) kill() {
 	p.cmd = nil
 }
 
-func (p *redisProc) restart() { p.kill(); p.start() }
 
 func (p *redisProc) pause()  { require.NoError(p.t, p.cmd.Process.Signal(syscall.SIGSTOP)) }
 func (p *redisProc) resume() { require.NoError(p.t, p.cmd.Process.Signal(syscall.SIGCONT)) }
@@ -194,3 +196,10 @@ func (p *redisProc) client(t testing.TB) *goredis.Client {
 func key(t testing.TB) string { return fmt.Sprintf("idem-test:%s:%d", t.Name(), time.Now().UnixNano()) }
 
 func testenvSet(name string) bool { return os.Getenv(name) != "" }
+
+func mustRedis(t testing.TB, c goredis.UniversalClient, opts ...redis.Option) *redis.Store {
+	t.Helper()
+	s, err := redis.New(c, opts...)
+	require.NoError(t, err)
+	return s
+}

@@ -148,6 +148,7 @@ func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *
 	bctx := context.WithoutCancel(ctx)
 	backoff := settleFirstBackoff
 	start := time.Now()
+	reclaims := 0
 	for {
 		if lost := hb.lostToOther(); lost != nil {
 			return lost
@@ -165,10 +166,16 @@ func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *
 			switch {
 			case err != nil:
 				// Unknown: try again below.
-			case c.Outcome == store.Acquired:
+			case c.Outcome == store.Acquired && reclaims < 3:
+				// Ours again; a store that keeps refusing Complete right
+				// after an Acquired is broken, hence the bound.
+				reclaims++
 				hb.renewedAt(time.Now())
 				cancel()
 				continue
+			case c.Outcome == store.Acquired:
+				cancel()
+				return fmt.Errorf("the store refuses Complete right after acquiring: %w", ErrNotRecorded)
 			case c.Outcome == store.Completed && c.Record.Token == tok:
 				cancel()
 				return nil // an earlier attempt went through

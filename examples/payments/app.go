@@ -56,7 +56,7 @@ type app struct {
 // transaction (transactional mode, chosen here explicitly); the memory and
 // Redis ones use leases.
 func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describe string, closeFn func()) (*app, error) {
-	a := &app{store: st, ledger: led, logger: logger, describe: describe, close: closeFn}
+	a := &app{store: st, ledger: led, logger: logger, describe: describe, close: closeFn, delay: cfg.Delay}
 	opts := []httpidem.Option{
 		// One client can never replay another's payment.
 		httpidem.WithScope(func(r *http.Request) ([]string, error) {
@@ -64,7 +64,7 @@ func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describ
 			return []string{u}, err
 		}),
 		// {"amount":1990} and { "amount": 1990 } are the same request.
-		httpidem.WithFingerprinter(keyer.NewFingerprinter(keyer.WithCanonicalJSON(), keyer.WithMaxBody(64<<10))),
+		httpidem.WithFingerprinter(keyer.NewFingerprinter(keyer.WithCanonicalJSON(), keyer.WithMaxBody(maxBody))),
 		// Duplicates in flight wait for the first and replay its answer
 		// (lease mode; in a transaction they wait on the database anyway).
 		httpidem.WithWait(cfg.Wait),
@@ -93,6 +93,7 @@ func (a *app) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /payments", a.idem(http.HandlerFunc(a.createPayment)))
 	mux.HandleFunc("GET /payments", a.listPayments)
+	mux.HandleFunc("GET /payments/{id}", a.getPayment)
 	return mux
 }
 
