@@ -15,7 +15,11 @@ import (
 )
 
 func Example() {
-	st := memory.New()
+	st, err := memory.New()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer st.Close()
 	var charges atomic.Int32
 	var drops atomic.Int32

@@ -65,7 +65,8 @@ func (l *ledger) count(ref string) int {
 // idemServer serves h behind httpidem on a fresh memory store.
 func idemServer(t *testing.T, h http.Handler, opts ...httpidem.Option) *httptest.Server {
 	t.Helper()
-	st := memory.New()
+	st, err := memory.New()
+	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	mw, err := httpidem.New(st, opts...)
 	require.NoError(t, err)

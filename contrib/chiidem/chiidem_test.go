@@ -73,7 +73,8 @@ type mode struct {
 
 var modes = []mode{
 	{"lease/memory", func(t *testing.T) (store.Store, *payments) {
-		st := memory.New()
+		st, err := memory.New()
+		require.NoError(t, err)
 		t.Cleanup(func() { st.Close() })
 		return st, &payments{}
 	}, nil},

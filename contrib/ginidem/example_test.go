@@ -15,7 +15,11 @@ import (
 
 func Example() {
 	gin.SetMode(gin.ReleaseMode)
-	st := memory.New()
+	st, err := memory.New()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer st.Close()
 	mw, err := httpidem.New(st, httpidem.WithScope(func(r *http.Request) ([]string, error) {
 		return []string{r.Header.Get("X-User")}, nil // your authenticated user

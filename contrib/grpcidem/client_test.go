@@ -151,7 +151,8 @@ func TestClientHonoursRetryInfo(t *testing.T) {
 }
 
 func TestClientRetries(t *testing.T) {
-	mem := memory.New()
+	mem, err := memory.New()
+	require.NoError(t, err)
 	t.Cleanup(func() { mem.Close() })
 	down, err := idem.New(failingStore{mem})
 	require.NoError(t, err)

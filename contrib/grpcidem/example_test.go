@@ -37,7 +37,11 @@ func payService(pay func(context.Context, *wrapperspb.StringValue) (*wrapperspb.
 }
 
 func Example() {
-	st := memory.New()
+	st, err := memory.New()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer st.Close()
 	e, err := idem.New(st)
 	if err != nil {

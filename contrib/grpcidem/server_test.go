@@ -29,7 +29,8 @@ import (
 
 func memEngine(t *testing.T, opts ...idem.Option) *idem.Engine {
 	t.Helper()
-	st := memory.New()
+	st, err := memory.New()
+	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	e, err := idem.New(st, opts...)
 	require.NoError(t, err)
@@ -190,7 +191,8 @@ func (failingStore) Claim(context.Context, string, string, store.Token, time.Dur
 }
 
 func TestStoreUnavailable(t *testing.T) {
-	mem := memory.New()
+	mem, err := memory.New()
+	require.NoError(t, err)
 	t.Cleanup(func() { mem.Close() })
 	e, err := idem.New(failingStore{mem})
 	require.NoError(t, err)
