@@ -13,6 +13,8 @@
 //	dedup                      idem, store
 //	internal/<test helper>     imported only by tests (and by other test helpers)
 //	examples/..., cmd/...      imported by nothing
+//	contrib/<name>             a nested module (its own go.mod): any library package and its
+//	                           framework; imported by nothing in the core module
 //
 // A library package (everything but examples, cmd and internal) imports no
 // internal package outside its tests, and no third-party module other than
@@ -85,6 +87,10 @@ func isTestHelper(r string) bool {
 	return strings.HasPrefix(r, "internal/") && !slices.Contains(libraryInternal, r)
 }
 
+// isContrib reports whether r is in a nested integration module
+// (contrib/<name>, seen through go.work).
+func isContrib(r string) bool { return strings.HasPrefix(r, "contrib/") }
+
 func isApp(r string) bool {
 	return r == "examples" || strings.HasPrefix(r, "examples/") || r == "cmd" || strings.HasPrefix(r, "cmd/")
 }
@@ -113,6 +119,24 @@ func Check(pkgs []Package) []string {
 					fail(imp, "a backend's tests import no other backend")
 				}
 			}
+		}
+		// The core module never depends on an integration module.
+		if !isContrib(from) {
+			for _, imp := range slices.Concat(p.Imports, p.TestImports, p.XTestImports) {
+				if r, ok := rel(imp); ok && isContrib(r) {
+					fail(imp, "the core module imports no contrib module")
+				}
+			}
+		}
+		// An integration brings its framework's modules; it still imports no
+		// internal package outside its tests.
+		if isContrib(from) {
+			for _, imp := range p.Imports {
+				if r, ok := rel(imp); ok && strings.HasPrefix(r, "internal/") {
+					fail(imp, "a library package imports no internal package outside its tests")
+				}
+			}
+			continue
 		}
 		if isApp(from) || strings.HasPrefix(from, "internal/") {
 			for _, imp := range p.Imports {
