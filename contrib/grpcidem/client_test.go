@@ -17,7 +17,6 @@ import (
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/faultproxy"
-	"github.com/idemkit/idemkit/store/memory"
 )
 
 // keyLog is a server interceptor, outermost, that records the key of every
@@ -151,11 +150,7 @@ func TestClientHonoursRetryInfo(t *testing.T) {
 }
 
 func TestClientRetries(t *testing.T) {
-	mem, err := memory.New()
-	require.NoError(t, err)
-	t.Cleanup(func() { mem.Close() })
-	down, err := idem.New(failingStore{mem})
-	require.NoError(t, err)
+	down := downEngine(t)
 	t.Run("keyed: bounded attempts, one key", func(t *testing.T) {
 		log := &keyLog{}
 		c := newClient(WithMaxAttempts(3))

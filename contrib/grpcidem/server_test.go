@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -22,8 +24,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/idemkit/idemkit/idem"
-	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/memory"
+	"github.com/idemkit/idemkit/store/redis"
 	"github.com/idemkit/idemkit/store/sqlite"
 )
 
@@ -181,22 +183,25 @@ func TestKeyPolicy(t *testing.T) {
 	assert.True(t, a.replayed)
 }
 
-// failingStore is a store whose every call fails, as an unreachable one does.
-type failingStore struct{ store.Store }
-
-var errDown = errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
-
-func (failingStore) Claim(context.Context, string, string, store.Token, time.Duration) (store.Claim, error) {
-	return store.Claim{}, errDown
+// downEngine is an engine on a Redis store whose server is not there: a
+// loopback port nothing listens on, so every dial is refused.
+func downEngine(t *testing.T) *idem.Engine {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	client := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	t.Cleanup(func() { client.Close() })
+	st, err := redis.New(client, redis.WithEvictionCheck(false))
+	require.NoError(t, err)
+	e, err := idem.New(st)
+	require.NoError(t, err)
+	return e
 }
 
 func TestStoreUnavailable(t *testing.T) {
-	mem, err := memory.New()
-	require.NoError(t, err)
-	t.Cleanup(func() { mem.Close() })
-	e, err := idem.New(failingStore{mem})
-	require.NoError(t, err)
-	ev := start(t, transports[0], &payments{}, []grpc.UnaryServerInterceptor{serverICPT(t, e)})
+	ev := start(t, transports[0], &payments{}, []grpc.UnaryServerInterceptor{serverICPT(t, downEngine(t))})
 	a := call(t.Context(), ev.conn, payMethod, "k-down", amount(1))
 	require.Equal(t, codes.Unavailable, status.Code(a.err), "%v", a.err)
 	_, ok := retryDelay(status.Convert(a.err))
