@@ -38,6 +38,10 @@ type Store struct {
 	checkPolicy bool
 	policyState atomic.Int32 // 0 not checked, 1 checking, 2 done
 	noSetGet    atomic.Bool  // the server rejected SET ... NX GET
+
+	checkPersist bool
+	persistState atomic.Int32 // as policyState, for CheckPersistence
+	wait         waitOptions  // WithReplicas
 }
 
 // Option configures a Store.
@@ -48,6 +52,9 @@ type options struct {
 	now         func() time.Time
 	log         *slog.Logger
 	checkPolicy bool
+
+	checkPersist bool
+	wait         waitOptions
 }
 
 // WithPrefix sets the prefix put before every key (default DefaultPrefix).
@@ -92,13 +99,14 @@ func WithEvictionCheck(enabled bool) Option {
 // maxmemory-policy (see WithEvictionCheck). With a nil client every call
 // returns an error.
 func New(client goredis.UniversalClient, opts ...Option) *Store {
-	o := options{prefix: DefaultPrefix, now: time.Now, log: slog.Default(), checkPolicy: true}
+	o := options{prefix: DefaultPrefix, now: time.Now, log: slog.Default(), checkPolicy: true, checkPersist: true}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
 		}
 	}
-	return &Store{client: client, prefix: o.prefix, now: o.now, log: o.log, checkPolicy: o.checkPolicy}
+	return &Store{client: client, prefix: o.prefix, now: o.now, log: o.log, checkPolicy: o.checkPolicy,
+		checkPersist: o.checkPersist, wait: o.wait}
 }
 
 // Claim implements store.Store. A new key costs one command (SET NX GET PX);
@@ -151,7 +159,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 		}
 		// The caller's own record in progress: renew the lease, unless the
 		// record changed since we read it.
-		res, err := renewScript.Run(ctx, s.client, []string{rk}, val, ms).Result()
+		res, err := s.run(ctx, renewScript, rk, val, ms).Result()
 		switch v := res.(type) {
 		case int64:
 			if err == nil && v == 1 {
@@ -178,6 +186,9 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 // setNX writes val under rk when rk is absent (set is true) and otherwise
 // returns the value there, in one command.
 func (s *Store) setNX(ctx context.Context, rk, val string, ms int64) (cur string, set bool, err error) {
+	if s.waiting() {
+		return s.setNXWait(ctx, rk, val, ms)
+	}
 	if !s.noSetGet.Load() {
 		cur, err = s.client.Do(ctx, "set", rk, val, "nx", "get", "px", ms).Text()
 		switch {
@@ -218,7 +229,7 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 	if response == nil {
 		response = []byte{}
 	}
-	n, err := completeScript.Run(ctx, s.client, []string{s.prefix + key}, string(token), encodeTime(at), response, ms).Int64()
+	n, err := s.run(ctx, completeScript, s.prefix+key, string(token), encodeTime(at), response, ms).Int64()
 	if err != nil {
 		return s.fail(ctx, "complete", err)
 	}
@@ -276,7 +287,11 @@ func (s *Store) begin(ctx context.Context) error {
 	if s.client == nil {
 		return errNilClient
 	}
+	if s.wait.err != nil {
+		return s.wait.err
+	}
 	s.checkPolicyOnce(ctx)
+	s.checkPersistenceOnce(ctx)
 	return nil
 }
 
