@@ -63,7 +63,8 @@ func Start(t testing.TB, args ...string) *Server {
 	s := &Server{t: t, bin: bin, Port: freePort(t), Dir: t.TempDir()}
 	s.Addr = "127.0.0.1:" + strconv.Itoa(s.Port)
 	s.args = append([]string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--dir", s.Dir,
-		"--logfile", filepath.Join(s.Dir, "redis.log"), "--save", "", "--appendonly", "no"}, args...)
+		"--logfile", filepath.Join(s.Dir, "redis.log"), "--save", "", "--appendonly", "no",
+		"--repl-diskless-sync-delay", "0"}, args...)
 	s.start()
 	t.Cleanup(s.Kill)
 	return s

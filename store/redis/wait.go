@@ -97,8 +97,8 @@ func (s *Store) waitNode(ctx context.Context, rk string) (*goredis.Client, error
 
 // pipeWait sends the command queue adds, then WAIT, in one pipeline on one
 // connection of the node that owns rk, and returns the command and the
-// number of replicas that acknowledged. err is the command's own error, or
-// WAIT's.
+// number of replicas that acknowledged. err is the command's own error
+// (redis.Nil included, with acked set), or WAIT's.
 func (s *Store) pipeWait(ctx context.Context, rk string, queue func(p goredis.Pipeliner) goredis.Cmder) (goredis.Cmder, int64, error) {
 	node, err := s.waitNode(ctx, rk)
 	if err != nil {
@@ -108,7 +108,7 @@ func (s *Store) pipeWait(ctx context.Context, rk string, queue func(p goredis.Pi
 	cmd := queue(p)
 	w := p.Do(ctx, "wait", s.wait.n, millis(s.wait.timeout))
 	_, _ = p.Exec(ctx) // each command carries its own error
-	if err := cmd.Err(); err != nil {
+	if err := cmd.Err(); err != nil && !errors.Is(err, goredis.Nil) {
 		s.reloadSlots(ctx)
 		return cmd, 0, err
 	}
@@ -120,7 +120,7 @@ func (s *Store) pipeWait(ctx context.Context, rk string, queue func(p goredis.Pi
 	if err != nil {
 		return cmd, 0, fmt.Errorf("WAIT: %w", err)
 	}
-	return cmd, acked, nil
+	return cmd, acked, cmd.Err() // nil, or redis.Nil: SET NX wrote
 }
 
 // reloadSlots asks a Cluster client to refresh its slot map after a failed
