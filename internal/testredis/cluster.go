@@ -117,7 +117,8 @@ func (c *Cluster) MasterOf(key string) *Server {
 	c.t.Helper()
 	slot := slotOf(key)
 	for _, n := range c.Nodes {
-		cl := goredis.NewClient(&goredis.Options{Addr: n.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+		cl := goredis.NewClient(&goredis.Options{Addr: n.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
+			ReadTimeout: 500 * time.Millisecond})
 		slots, err := cl.ClusterSlots(context.Background()).Result()
 		cl.Close()
 		if err != nil {
@@ -182,7 +183,8 @@ func (c *Cluster) WaitHealthy() {
 	Eventually(c.t, 30*time.Second, "cluster healthy", func() error {
 		masters, replicas := 0, 0
 		for _, n := range c.Nodes {
-			cl := goredis.NewClient(&goredis.Options{Addr: n.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+			cl := goredis.NewClient(&goredis.Options{Addr: n.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
+				ReadTimeout: 500 * time.Millisecond})
 			info, err := cl.ClusterInfo(ctx).Result()
 			var repl string
 			if err == nil {
