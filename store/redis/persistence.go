@@ -36,17 +36,13 @@ func (s *Store) CheckPersistence(ctx context.Context) error {
 	var (
 		mu   sync.Mutex
 		bad  []string
-		read = func(ctx context.Context, name string, c pipeliner) error {
-			// One round trip for both settings (CONFIG GET takes one
-			// parameter before Redis 7.0).
-			p := c.Pipeline()
-			aofCmd, saveCmd := p.ConfigGet(ctx, "appendonly"), p.ConfigGet(ctx, "save")
-			_, _ = p.Exec(ctx)
-			aof, err := configValue(aofCmd, name, "appendonly")
+		read = func(ctx context.Context, name string, c goredis.Cmdable) error {
+			// Two commands: CONFIG GET takes one parameter before Redis 7.0.
+			aof, err := configValue(c.ConfigGet(ctx, "appendonly"), name, "appendonly")
 			if err != nil {
 				return err
 			}
-			save, err := configValue(saveCmd, name, "save")
+			save, err := configValue(c.ConfigGet(ctx, "save"), name, "save")
 			if err != nil {
 				return err
 			}
@@ -81,16 +77,10 @@ func configValue(cmd *goredis.MapStringStringCmd, name, param string) (string, e
 	return v, nil
 }
 
-// pipeliner is a client that can pipeline: a *redis.Client, or any
-// redis.UniversalClient.
-type pipeliner interface {
-	Pipeline() goredis.Pipeliner
-}
-
 // eachNode calls read for the server of a *redis.Client, for every master of
 // a Cluster and for every shard of a Ring, concurrently for the last two, and
 // for any other client once with the client itself.
-func (s *Store) eachNode(ctx context.Context, read func(ctx context.Context, name string, c pipeliner) error) error {
+func (s *Store) eachNode(ctx context.Context, read func(ctx context.Context, name string, c goredis.Cmdable) error) error {
 	node := func(ctx context.Context, c *goredis.Client) error { return read(ctx, c.Options().Addr, c) }
 	switch c := s.client.(type) {
 	case *goredis.ClusterClient:
