@@ -132,12 +132,16 @@ func (s *Store) reloadSlots(ctx context.Context) {
 }
 
 // evalWait runs sc by SHA on rk followed by WAIT (see pipeWait), loading the
-// script into the node once if it does not know it.
+// script into the node once if it does not know it. For the completion
+// script it also sends touchScript in between.
 func (s *Store) evalWait(ctx context.Context, sc *goredis.Script, rk string, args ...any) (*goredis.Cmd, int64, error) {
 	for attempt := 0; ; attempt++ {
 		var cmd *goredis.Cmd
 		_, acked, err := s.pipeWait(ctx, rk, func(p goredis.Pipeliner) goredis.Cmder {
 			cmd = sc.EvalSha(ctx, p, []string{rk}, args...)
+			if sc == completeScript {
+				p.Eval(ctx, touchScript, []string{rk})
+			}
 			return cmd
 		})
 		if err != nil && attempt == 0 && goredis.HasErrorPrefix(err, "NOSCRIPT") {
@@ -224,6 +228,22 @@ func (s *Store) setNXWait(ctx context.Context, rk, val string, ms int64) (cur st
 	}
 	return "", false, fmt.Errorf("%w; the claim was released", s.notReplicated(acked))
 }
+
+// touchScript makes a completed record's connection-level replication
+// offset current: it sets the key's expiry to the time it already has
+// (PEXPIRETIME, Redis 7.0), a write that changes nothing but is propagated,
+// so the WAIT after it also covers the record itself. Without it a retried
+// Complete that finds its record already completed writes nothing, and WAIT,
+// which waits only for what its own connection wrote, would return at once
+// even if the first completion never reached a replica. On servers without
+// PEXPIRETIME it fails, and the WAIT covers only the completion's own write.
+const touchScript = `
+local cur = redis.call('GET', KEYS[1])
+if not cur or string.byte(cur, 2) ~= 2 then return 0 end
+local at = redis.call('PEXPIRETIME', KEYS[1])
+if at > 0 then redis.call('PEXPIREAT', KEYS[1], at) end
+return 1
+`
 
 // unclaimScript deletes KEYS[1] when it still holds exactly ARGV[1].
 var unclaimScript = goredis.NewScript(`

@@ -129,6 +129,12 @@ func TestReplicasStandalone(t *testing.T) {
 	rec, err := plain.Get(ctx, "held")
 	require.NoError(t, err)
 	assert.Equal(t, store.StatusCompleted, rec.Status, "the master keeps the completion; a retried Complete waits again")
+	// A retried Complete, even on another connection and even where the
+	// completion script writes nothing the second time, waits for the record.
+	other := goredis.NewClient(&goredis.Options{Addr: master.Addr})
+	t.Cleanup(func() { other.Close() })
+	err = newStore(other, redis.WithReplicas(1, timeout)).Complete(ctx, "held", held, []byte("paid"), time.Hour)
+	wantNotReplicated(t, err, "complete")
 
 	// Outcomes that write nothing do not depend on the replicas.
 	cl, err = s.Claim(ctx, "done", "fp", store.NewToken(), time.Minute)
