@@ -21,10 +21,13 @@ func ExampleWithReplicas() {
 		ContextTimeoutEnabled: true,
 	})
 	defer client.Close()
-	s := redis.New(client, redis.WithReplicas(1, 100*time.Millisecond))
+	s, err := redis.New(client, redis.WithReplicas(1, 100*time.Millisecond))
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	ctx := context.Background()
-	_, err := s.Claim(ctx, "order-42", "fp", store.NewToken(), 30*time.Second)
+	_, err = s.Claim(ctx, "order-42", "fp", store.NewToken(), 30*time.Second)
 	if errors.Is(err, redis.ErrNotReplicated) {
 		// Not acknowledged by a replica: the claim was released and the work
 		// did not run. Answer 503 and let the client retry.
@@ -37,7 +40,10 @@ func ExampleWithReplicas() {
 func ExampleStore_CheckPersistence() {
 	client := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:6379"})
 	defer client.Close()
-	s := redis.New(client)
+	s, err := redis.New(client)
+	if err != nil {
+		log.Fatal(err)
+	}
 	if err := s.CheckPersistence(context.Background()); errors.Is(err, redis.ErrNoPersistence) {
 		log.Printf("idempotency records would not survive a Redis restart: %v", err)
 	}

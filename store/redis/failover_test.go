@@ -210,7 +210,7 @@ func TestFailover(t *testing.T) {
 	t.Run("persistence check names every master", func(t *testing.T) {
 		c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: cluster.Addrs()})
 		t.Cleanup(func() { c.Close() })
-		err := newStore(c).CheckPersistence(ctx)
+		err := newStore(t, c).CheckPersistence(ctx)
 		require.ErrorIs(t, err, redis.ErrNoPersistence)
 		for _, n := range cluster.Nodes[:3] {
 			assert.Contains(t, err.Error(), n.Addr)
@@ -224,7 +224,7 @@ func TestFailover(t *testing.T) {
 		c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: cluster.Addrs()})
 		t.Cleanup(func() { c.Close() })
 		prefix := testPrefix(t, c)
-		s := newStore(c, redis.WithPrefix(prefix), redis.WithReplicas(1, 200*time.Millisecond))
+		s := newStore(t, c, redis.WithPrefix(prefix), redis.WithReplicas(1, 200*time.Millisecond))
 		pausedMaster := cluster.MasterOf(prefix + "k0")
 		onPaused := map[string]bool{}
 		for i := range 12 {
@@ -321,7 +321,7 @@ func runFailover(t *testing.T, cluster *testredis.Cluster, opts []redis.Option, 
 	})
 	t.Cleanup(func() { c.Close() })
 	prefix := testPrefix(t, c)
-	w := &failoverWorkload{s: newStore(c, append([]redis.Option{redis.WithPrefix(prefix)}, opts...)...),
+	w := &failoverWorkload{s: newStore(t, c, append([]redis.Option{redis.WithPrefix(prefix)}, opts...)...),
 		books: map[string]*keyLedger{}}
 
 	var (

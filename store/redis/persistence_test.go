@@ -59,7 +59,7 @@ func TestPersistence(t *testing.T) {
 				require.NoError(t, mr.Server().Register("CONFIG", configHandler(c.config)))
 			}
 			var logs logBuffer
-			s := redis.New(client, redis.WithLogger(logs.logger()), redis.WithEvictionCheck(false))
+			s := redis.MustNew(t, client, redis.WithLogger(logs.logger()), redis.WithEvictionCheck(false))
 			ctx := context.Background()
 
 			err := s.CheckPersistence(ctx)
@@ -97,7 +97,7 @@ func TestPersistenceCheckOff(t *testing.T) {
 	mr, client := newMini(t)
 	require.NoError(t, mr.Server().Register("CONFIG", configHandler(map[string]string{"appendonly": "no", "save": ""})))
 	var logs logBuffer
-	s := redis.New(client, redis.WithLogger(logs.logger()), redis.WithEvictionCheck(false), redis.WithPersistenceCheck(false))
+	s := redis.MustNew(t, client, redis.WithLogger(logs.logger()), redis.WithEvictionCheck(false), redis.WithPersistenceCheck(false))
 	_, err := s.Claim(context.Background(), "k", "fp", store.NewToken(), time.Minute)
 	require.NoError(t, err)
 	assert.Empty(t, logs.String())
@@ -109,8 +109,7 @@ func TestPersistenceArguments(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, client := newMini(t)
-	assert.ErrorIs(t, redis.New(client).CheckPersistence(ctx), context.Canceled)
-	assert.Error(t, redis.New(nil).CheckPersistence(context.Background()))
+	assert.ErrorIs(t, redis.MustNew(t, client).CheckPersistence(ctx), context.Canceled)
 }
 
 // TestPersistenceReal starts real servers with and without persistence,
@@ -134,7 +133,7 @@ func TestPersistenceReal(t *testing.T) {
 			client := goredis.NewClient(&goredis.Options{Addr: srv.Addr, MaxRetries: 3})
 			t.Cleanup(func() { client.Close() })
 			var logs logBuffer
-			s := redis.New(client, redis.WithLogger(logs.logger()))
+			s := redis.MustNew(t, client, redis.WithLogger(logs.logger()))
 			ctx := context.Background()
 
 			err := s.CheckPersistence(ctx)
@@ -195,7 +194,7 @@ func TestPersistenceRealCluster(t *testing.T) {
 		return nil
 	}))
 	sort.Strings(want)
-	err := redis.New(c).CheckPersistence(ctx)
+	err := redis.MustNew(t, c).CheckPersistence(ctx)
 	if len(want) == 0 {
 		require.NoError(t, err)
 		return
@@ -210,7 +209,7 @@ func TestPersistenceRealCluster(t *testing.T) {
 func TestPersistenceCheckOnFirstUseOnly(t *testing.T) {
 	srv := testredis.Start(t)
 	c := srv.Client()
-	s := redis.New(c, redis.WithEvictionCheck(false), redis.WithLogger(slog.New(slog.DiscardHandler)))
+	s := redis.MustNew(t, c, redis.WithEvictionCheck(false), redis.WithLogger(slog.New(slog.DiscardHandler)))
 	ctx := context.Background()
 	configCalls := func() string {
 		info := c.Info(ctx, "commandstats").Val()

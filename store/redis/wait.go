@@ -7,8 +7,6 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-
-	"github.com/idemkit/idemkit/store"
 )
 
 // ErrNotReplicated is wrapped by the error of a Claim or Complete made with
@@ -25,7 +23,6 @@ var ErrNotReplicated = errors.New("redis: write not acknowledged by enough repli
 type waitOptions struct {
 	n       int
 	timeout time.Duration
-	err     error // bad arguments: every call fails with it
 }
 
 // WithReplicas makes every Claim that writes (a new key, a lease taken over
@@ -46,19 +43,39 @@ type waitOptions struct {
 // replicas connected every write fails after timeout.
 //
 // Works with a *redis.Client (standalone or Sentinel failover client) and a
-// *redis.ClusterClient; with other clients every call fails. timeout must be
-// positive (WAIT 0 would block forever) and below the client's ReadTimeout,
-// within which go-redis reads a pipeline's replies. On a Cluster, a write to
-// a slot being migrated (ASK) fails instead of following the redirection, and
-// a call that meets a moved slot fails once while the client reloads the
-// slot map: retry it.
+// *redis.ClusterClient; New rejects other clients, a negative n, a timeout
+// that is not positive (WAIT 0 would block forever) and one that is not
+// below the client's ReadTimeout, within which go-redis reads a pipeline's
+// replies. On a Cluster, a write to a slot being migrated (ASK) fails
+// instead of following the redirection, and a call that meets a moved slot
+// or a failed master fails while the client reloads the slot map: retry it.
+// When the connection fails between a write and its WAIT, the call fails
+// with that error and a claim it may have written is left to lapse with its
+// lease.
 func WithReplicas(n int, timeout time.Duration) Option {
 	return func(o *options) {
 		o.wait = waitOptions{n: n, timeout: timeout}
 		if n < 0 || (n > 0 && timeout <= 0) {
-			o.wait.err = fmt.Errorf("redis: WithReplicas(%d, %v): need n >= 0 and a positive timeout: %w", n, timeout, store.ErrInvalid)
+			o.errs = append(o.errs, fmt.Errorf("WithReplicas(%d, %v): need n >= 0 and a positive timeout", n, timeout))
 		}
 	}
+}
+
+// checkWaitClient returns what makes client unfit for WithReplicas(w).
+func checkWaitClient(client goredis.UniversalClient, w waitOptions) []error {
+	var rt time.Duration
+	switch c := client.(type) {
+	case *goredis.Client:
+		rt = c.Options().ReadTimeout
+	case *goredis.ClusterClient:
+		rt = c.Options().ReadTimeout
+	default:
+		return []error{fmt.Errorf("WithReplicas needs a *redis.Client or a *redis.ClusterClient, not %T", client)}
+	}
+	if rt > 0 && w.timeout >= rt {
+		return []error{fmt.Errorf("WithReplicas: timeout %v is not below the client's ReadTimeout %v", w.timeout, rt)}
+	}
+	return nil
 }
 
 // WithPersistenceCheck turns the first-use persistence check (see
@@ -74,25 +91,20 @@ func WithPersistenceCheck(enabled bool) Option {
 func (s *Store) waiting() bool { return s.wait.n > 0 }
 
 // waitNode returns the client of the node that owns rk, on which a write and
-// its WAIT must share a connection.
+// its WAIT must share a connection (New made sure the client is one of
+// these two).
 func (s *Store) waitNode(ctx context.Context, rk string) (*goredis.Client, error) {
-	var node *goredis.Client
 	switch c := s.client.(type) {
 	case *goredis.Client:
-		node = c
+		return c, nil
 	case *goredis.ClusterClient:
 		n, err := c.MasterForKey(ctx, rk)
 		if err != nil {
 			return nil, fmt.Errorf("finding the master of the key: %w", err)
 		}
-		node = n
-	default:
-		return nil, fmt.Errorf("WithReplicas needs a *redis.Client or a *redis.ClusterClient, not %T: %w", s.client, store.ErrInvalid)
+		return n, nil
 	}
-	if rt := node.Options().ReadTimeout; rt > 0 && s.wait.timeout >= rt {
-		return nil, fmt.Errorf("WithReplicas timeout %v is not below the client's ReadTimeout %v: %w", s.wait.timeout, rt, store.ErrInvalid)
-	}
-	return node, nil
+	return nil, fmt.Errorf("WithReplicas needs a *redis.Client or a *redis.ClusterClient, not %T", s.client)
 }
 
 // pipeWait sends the command queue adds, then WAIT, in one pipeline on one

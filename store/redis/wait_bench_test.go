@@ -49,8 +49,8 @@ func BenchmarkReplicas(b *testing.B) {
 	prefix := "idemkit-bench:" + rand.Text()[:12] + ":"
 	b.Cleanup(func() { testredis.DeletePrefix(b, c, prefix) })
 
-	plain := New(c, WithPrefix(prefix), WithEvictionCheck(false), WithPersistenceCheck(false))
-	waiting := New(c, WithPrefix(prefix), WithEvictionCheck(false), WithPersistenceCheck(false),
+	plain := mustNew(b, c, WithPrefix(prefix), WithEvictionCheck(false), WithPersistenceCheck(false))
+	waiting := mustNew(b, c, WithPrefix(prefix), WithEvictionCheck(false), WithPersistenceCheck(false),
 		WithReplicas(1, time.Second))
 	tok := store.NewToken()
 	leaseMs, retentionMs := millis(benchLease), millis(benchRetention)

@@ -23,8 +23,9 @@ import (
 var quiet = []redis.Option{redis.WithEvictionCheck(false), redis.WithPersistenceCheck(false),
 	redis.WithLogger(slog.New(slog.DiscardHandler))}
 
-func newStore(c goredis.UniversalClient, opts ...redis.Option) *redis.Store {
-	return redis.New(c, append(append([]redis.Option{}, quiet...), opts...)...)
+func newStore(t testing.TB, c goredis.UniversalClient, opts ...redis.Option) *redis.Store {
+	t.Helper()
+	return redis.MustNew(t, c, append(append([]redis.Option{}, quiet...), opts...)...)
 }
 
 // wantNotReplicated checks err is a store error wrapping ErrNotReplicated,
@@ -57,19 +58,15 @@ func TestReplicasArguments(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStore(tc.client, redis.WithReplicas(tc.n, tc.d))
-			tok := store.NewToken()
-			_, err := s.Claim(ctx, "k", "fp", tok, time.Minute)
+			s, err := redis.New(tc.client, redis.WithReplicas(tc.n, tc.d))
 			require.ErrorIs(t, err, store.ErrInvalid)
+			assert.Nil(t, s)
+			assert.Contains(t, err.Error(), "redis: new: ")
 			assert.Contains(t, err.Error(), "WithReplicas")
-			require.ErrorIs(t, s.Complete(ctx, "k", tok, []byte("r"), time.Minute), store.ErrInvalid)
-			// Nothing was written.
-			_, err = newStore(tc.client).Get(ctx, "k")
-			require.ErrorIs(t, err, store.ErrNotFound)
 		})
 	}
 	t.Run("zero is off", func(t *testing.T) {
-		s := newStore(c, redis.WithReplicas(0, 0))
+		s := newStore(t, c, redis.WithReplicas(0, 0))
 		cl, err := s.Claim(ctx, "k0", "fp", store.NewToken(), time.Minute)
 		require.NoError(t, err)
 		assert.Equal(t, store.Acquired, cl.Outcome)
@@ -91,8 +88,8 @@ func TestReplicasStandalone(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	ctx := context.Background()
 	const timeout = 150 * time.Millisecond
-	s := newStore(c, redis.WithReplicas(1, timeout))
-	plain := newStore(c)
+	s := newStore(t, c, redis.WithReplicas(1, timeout))
+	plain := newStore(t, c)
 	rc := replica.Client()
 
 	held := store.NewToken()
@@ -133,7 +130,7 @@ func TestReplicasStandalone(t *testing.T) {
 	// completion script writes nothing the second time, waits for the record.
 	other := goredis.NewClient(&goredis.Options{Addr: master.Addr})
 	t.Cleanup(func() { other.Close() })
-	err = newStore(other, redis.WithReplicas(1, timeout)).Complete(ctx, "held", held, []byte("paid"), time.Hour)
+	err = newStore(t, other, redis.WithReplicas(1, timeout)).Complete(ctx, "held", held, []byte("paid"), time.Hour)
 	wantNotReplicated(t, err, "complete")
 
 	// Outcomes that write nothing do not depend on the replicas.
@@ -168,7 +165,7 @@ func TestReplicasStandalone(t *testing.T) {
 // never reported Acquired.
 func TestReplicasNoReplica(t *testing.T) {
 	srv := testredis.Start(t)
-	s := newStore(srv.Client(), redis.WithReplicas(1, 50*time.Millisecond))
+	s := newStore(t, srv.Client(), redis.WithReplicas(1, 50*time.Millisecond))
 	ctx := context.Background()
 	for i := range 3 {
 		cl, err := s.Claim(ctx, fmt.Sprint("k", i), "fp", store.NewToken(), time.Minute)
@@ -185,7 +182,7 @@ func TestReplicasCluster(t *testing.T) {
 	c := clusterClient(t)
 	ctx := context.Background()
 	prefix := testPrefix(t, c)
-	s := newStore(c, redis.WithPrefix(prefix), redis.WithReplicas(1, time.Second))
+	s := newStore(t, c, redis.WithPrefix(prefix), redis.WithReplicas(1, time.Second))
 	replicas := map[string]*goredis.Client{}
 	for i := range 30 {
 		key := fmt.Sprint("k", i)
