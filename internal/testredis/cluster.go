@@ -111,22 +111,36 @@ func Role(n *Server) (string, error) {
 	return "", fmt.Errorf("no role in INFO replication of %s", n.Addr)
 }
 
-// MasterOf returns the node that serves key's slot as master, as the live
-// nodes report it.
+// MasterOf returns the node that serves key's slot as master, as the first
+// live node reports it in CLUSTER NODES.
 func (c *Cluster) MasterOf(key string) *Server {
 	c.t.Helper()
 	slot := slotOf(key)
 	for _, n := range c.Nodes {
 		cl := goredis.NewClient(&goredis.Options{Addr: n.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
 			ReadTimeout: 500 * time.Millisecond})
-		slots, err := cl.ClusterSlots(context.Background()).Result()
+		out, err := cl.ClusterNodes(context.Background()).Result()
 		cl.Close()
 		if err != nil {
 			continue
 		}
-		for _, s := range slots {
-			if s.Start <= slot && slot <= s.End && len(s.Nodes) > 0 {
-				return c.byAddr(s.Nodes[0].Addr)
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			f := strings.Fields(line)
+			// id addr@bus flags master-id ping pong epoch link slot...
+			if len(f) < 9 || !strings.Contains(f[2], "master") || strings.Contains(f[2], "fail") {
+				continue
+			}
+			for _, r := range f[8:] {
+				lo, hi, isRange := strings.Cut(r, "-")
+				if !isRange {
+					hi = lo
+				}
+				a, errA := strconv.Atoi(lo)
+				b, errB := strconv.Atoi(hi)
+				if errA == nil && errB == nil && a <= slot && slot <= b {
+					addr, _, _ := strings.Cut(f[1], "@")
+					return c.byAddr(addr)
+				}
 			}
 		}
 	}
