@@ -17,7 +17,7 @@ import (
 // sentinels). A Claim that created the key releases it again before
 // failing, so the caller's retry can claim it afresh; a Complete leaves its
 // record completed on the master and the caller retries the Complete.
-var ErrNotReplicated = errors.New("redis: write not acknowledged by enough replicas")
+var ErrNotReplicated = errors.New("write not acknowledged by enough replicas")
 
 // waitOptions are set by WithReplicas.
 type waitOptions struct {
@@ -40,7 +40,10 @@ type waitOptions struct {
 // failed with ErrNotReplicated may still surface later, and nothing is
 // fsynced by WAIT). It costs one WAIT per write, that is the replication
 // round trip (see RELIABILITY.md for figures), and with fewer than n
-// replicas connected every write fails after timeout.
+// replicas connected every write fails after timeout. A Claim that writes
+// nothing (a replay, a key in progress, a mismatch) answers as usual
+// whatever the replicas did, but its WAIT travels in the same pipeline as
+// the SET, so while replicas are missing it too takes up to timeout.
 //
 // Works with a *redis.Client (standalone or Sentinel failover client) and a
 // *redis.ClusterClient; New rejects other clients, a negative n, a timeout
