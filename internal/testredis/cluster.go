@@ -188,9 +188,9 @@ func (c *Cluster) byAddr(addr string) *Server {
 	return nil
 }
 
-// WaitHealthy waits until every running node reports cluster_state:ok, and
-// every node that is a replica has its link to its master up, and the
-// masters know as many replicas as there are masters.
+// WaitHealthy waits until every node reports cluster_state:ok, every master
+// has an online replica, every replica has its link to its master up, and
+// there are as many replicas as masters.
 func (c *Cluster) WaitHealthy() {
 	c.t.Helper()
 	ctx := context.Background()
@@ -213,6 +213,9 @@ func (c *Cluster) WaitHealthy() {
 			}
 			switch {
 			case strings.Contains(repl, "role:master"):
+				if !strings.Contains(repl, "state=online") {
+					return fmt.Errorf("%s: master without an online replica", n.Addr)
+				}
 				masters++
 			case strings.Contains(repl, "master_link_status:up"):
 				replicas++

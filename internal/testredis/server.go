@@ -179,6 +179,21 @@ func (s *Server) StartReplica(t testing.TB, args ...string) *Server {
 	Eventually(t, 10*time.Second, "replica "+r.Addr+" linked to "+s.Addr, func() error {
 		return linkUp(c)
 	})
+	// Linked is not yet acknowledging: wait until a write on the master is
+	// acknowledged by the replica (WAIT on the writing connection).
+	m := s.Client()
+	Eventually(t, 10*time.Second, "replica "+r.Addr+" acknowledges writes", func() error {
+		p := m.Pipeline()
+		p.Set(context.Background(), "testredis:replica-ready", "1", time.Second)
+		w := p.Do(context.Background(), "wait", 1, 100)
+		if _, err := p.Exec(context.Background()); err != nil {
+			return err
+		}
+		if n, _ := w.Int64(); n < 1 {
+			return fmt.Errorf("WAIT 1 100 answered %d", n)
+		}
+		return nil
+	})
 	return r
 }
 
