@@ -52,7 +52,6 @@ func TestCheckFindsViolations(t *testing.T) {
 		{ImportPath: m("httpidem"), Imports: []string{m("store"), m("keyer"), m("idem")}},
 		{ImportPath: m("examples/payments"), Imports: []string{m("store/sqlite"), m("httpidem")}, TestImports: []string{m("internal/testenv")}},
 		{ImportPath: m("cmd/idemload"), Imports: []string{m("internal/loadtest")}},
-		{ImportPath: m("contrib/ginidem"), Imports: []string{"github.com/gin-gonic/gin", m("httpidem")}, XTestImports: []string{m("internal/faultproxy"), m("store/sqlite")}},
 		// Bad, one each.
 		{ImportPath: m("store"), Imports: []string{m("store/memory")}},
 		{ImportPath: m("keyer"), Imports: []string{"github.com/stretchr/testify/assert"}},
@@ -64,12 +63,16 @@ func TestCheckFindsViolations(t *testing.T) {
 		{ImportPath: m("httpidem"), TestImports: []string{m("examples/payments")}},
 		{ImportPath: m("cmd/idemload"), Imports: []string{m("internal/testenv")}},
 		{ImportPath: m("newpkg"), Imports: []string{m("store")}},
-		{ImportPath: m("httpidem"), XTestImports: []string{m("contrib/ginidem")}},
-		{ImportPath: m("contrib/grpcidem"), Imports: []string{m("internal/testenv")}},
+		{ImportPath: m("contrib/otelidem"), Imports: []string{m("idem"), "go.opentelemetry.io/otel"}},    // good
+		{ImportPath: m("contrib/otelidem/example"), Imports: []string{m("store/sqlite"), m("httpidem")}}, // good: an app
+		{ImportPath: m("contrib/ginidem"), Imports: []string{m("store/sqlite")}},
+		{ImportPath: m("purge"), Imports: []string{m("httpidem")}},
 	}
 	got := Check(pkgs)
 	want := []string{
 		"cmd/idemload imports " + m("internal/testenv"),
+		"contrib/ginidem imports " + m("store/sqlite"),
+		"purge imports " + m("httpidem"),
 		"dedup imports " + m("httpidem"),
 		"httpidem imports " + m("examples/payments"),
 		"keyer imports github.com/stretchr/testify/assert",
@@ -79,8 +82,6 @@ func TestCheckFindsViolations(t *testing.T) {
 		"store/redis imports " + m("store/sqlite"),
 		"store/redis imports github.com/jackc/pgx/v5",
 		"storetest imports " + m("internal/testenv"),
-		"httpidem imports " + m("contrib/ginidem"),
-		"contrib/grpcidem imports " + m("internal/testenv"),
 	}
 	if len(got) != len(want) {
 		t.Fatalf("Check found %d violations, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
