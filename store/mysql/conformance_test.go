@@ -1,0 +1,40 @@
+package mysql
+
+import (
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/storetest"
+)
+
+// TestConformance runs the full storetest suite, each subtest on its own
+// table, on the server's clock, with the driver's default DSN flags and the
+// server's default isolation level (REPEATABLE READ).
+func TestConformance(t *testing.T) {
+	db := testDB(t)
+	storetest.Run(t, storetest.Harness{
+		New: func(t *testing.T) storetest.Subject {
+			return storetest.Subject{Store: newTestStore(t, db)}
+		},
+	})
+}
+
+// TestConformanceFlags runs the suite on a pool whose DSN changes what
+// could trip a MySQL backend: clientFoundRows (affected rows count matched,
+// not changed, rows), READ COMMITTED, a session time_zone far from UTC,
+// parseTime with a non-UTC loc, and interpolateParams.
+func TestConformanceFlags(t *testing.T) {
+	db := openDB(t, 16, func(c *dsnConfig) {
+		c.ClientFoundRows = true
+		c.InterpolateParams = true
+		c.ParseTime = true
+		c.Loc = time.FixedZone("UTC-7", -7*3600)
+		withIsolation(t, "READ-COMMITTED")(c)
+		c.Params["time_zone"] = "'+05:30'"
+	})
+	storetest.Run(t, storetest.Harness{
+		New: func(t *testing.T) storetest.Subject {
+			return storetest.Subject{Store: newTestStore(t, db)}
+		},
+	})
+}

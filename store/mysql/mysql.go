@@ -1,0 +1,190 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// DefaultTable is the table a Store uses unless WithTable names another (the
+// same default as store/postgres).
+const DefaultTable = "idempotency_keys"
+
+// DefaultPurgeBatch is how many rows Purge deletes per statement unless
+// WithPurgeBatch says otherwise.
+const DefaultPurgeBatch = 1000
+
+// maxIdentLen is MySQL's and MariaDB's limit on a table name, in characters.
+const maxIdentLen = 64
+
+// Store is a store.Store, store.Purger and store.Transactor on a MySQL or
+// MariaDB (InnoDB) table, reached through a *sql.DB opened with the driver
+// github.com/go-sql-driver/mysql. It is safe for concurrent use.
+//
+// When a method's context carries a transaction begun by this Store's InTx
+// (see TxFrom), the method runs in that transaction instead of on the
+// Store's *sql.DB, so code inside InTx may use the Store without waiting for
+// the locks its own transaction holds. Transactions of other Stores are
+// never joined.
+type Store struct {
+	db    *sql.DB
+	opts  options
+	table string // quoted with backticks
+	stmts *stmtCache
+	stats *stats
+}
+
+var (
+	_ store.Store      = (*Store)(nil)
+	_ store.Purger     = (*Store)(nil)
+	_ store.Transactor = (*Store)(nil)
+)
+
+// stats counts what tests want to see happen.
+type stats struct {
+	deadlocks atomic.Int64 // autocommit statements retried after a deadlock (1213)
+	txRetries atomic.Int64 // InTx transactions run again after a deadlock rolled them back
+}
+
+type options struct {
+	table      string
+	purgeBatch int
+}
+
+// Option configures a Store.
+type Option func(*options)
+
+// WithTable sets the table's name (DefaultTable otherwise). It is always
+// quoted as an identifier, so any name MySQL accepts is safe: at most 64
+// characters of the Basic Multilingual Plane, no NUL, no trailing space.
+func WithTable(name string) Option {
+	return func(o *options) { o.table = name }
+}
+
+// WithPurgeBatch sets how many rows each of Purge's DELETE statements removes
+// (DefaultPurgeBatch otherwise), which bounds how long it holds row locks.
+func WithPurgeBatch(n int) Option {
+	return func(o *options) { o.purgeBatch = n }
+}
+
+// New returns a Store that keeps its records in a table reached through db,
+// which must come from the driver github.com/go-sql-driver/mysql (any DSN
+// flags: the Store does not depend on parseTime, loc, time_zone,
+// clientFoundRows or interpolateParams). It does not touch the database:
+// create the table with Migrate or with the SQL from Schema first. New fails
+// only for a nil db or an invalid option.
+func New(db *sql.DB, opts ...Option) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("mysql: new: nil *sql.DB")
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	table := quoteIdent(o.table)
+	return &Store{
+		db:    db,
+		opts:  o,
+		table: table,
+		stmts: newStmtCache(buildStatements(table)),
+		stats: new(stats),
+	}, nil
+}
+
+func buildOptions(opts []Option) (options, error) {
+	o := options{table: DefaultTable, purgeBatch: DefaultPurgeBatch}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if err := checkIdent(o.table); err != nil {
+		return o, err
+	}
+	if o.purgeBatch <= 0 {
+		return o, fmt.Errorf("mysql: new: purge batch %d is not positive", o.purgeBatch)
+	}
+	return o, nil
+}
+
+func checkIdent(name string) error {
+	switch {
+	case name == "":
+		return errors.New("mysql: new: empty table name")
+	case !utf8.ValidString(name) || strings.IndexByte(name, 0) >= 0:
+		return errors.New("mysql: new: table name is not valid UTF-8 without NUL")
+	case utf8.RuneCountInString(name) > maxIdentLen:
+		return fmt.Errorf("mysql: new: table name is %d characters, longer than %d", utf8.RuneCountInString(name), maxIdentLen)
+	case strings.HasSuffix(name, " "):
+		return errors.New("mysql: new: table name ends with a space")
+	}
+	for _, r := range name {
+		if r > 0xFFFF {
+			return fmt.Errorf("mysql: new: table name contains %q, outside the Basic Multilingual Plane", r)
+		}
+	}
+	return nil
+}
+
+func quoteIdent(name string) string {
+	return "`" + strings.ReplaceAll(name, "`", "``") + "`"
+}
+
+// Table returns the table's name as the Store's statements write it: quoted
+// with backticks.
+func (s *Store) Table() string { return s.table }
+
+// Close releases the statements the Store prepared on db's connections. It
+// does not close db. A Store used after Close prepares them again.
+func (s *Store) Close() error {
+	return s.stmts.close()
+}
+
+// stmtCache prepares each statement on the *sql.DB the first time it is
+// used; database/sql then prepares it once per connection.
+type stmtCache struct {
+	sql  [numStmts]string
+	mu   sync.Mutex // held while preparing and closing
+	prep [numStmts]atomic.Pointer[sql.Stmt]
+}
+
+func newStmtCache(q [numStmts]string) *stmtCache { return &stmtCache{sql: q} }
+
+func (c *stmtCache) get(ctx context.Context, db *sql.DB, id stmtID) (*sql.Stmt, error) {
+	if st := c.prep[id].Load(); st != nil {
+		return st, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.prep[id].Load(); st != nil {
+		return st, nil
+	}
+	st, err := db.PrepareContext(ctx, c.sql[id])
+	if err != nil {
+		return nil, err
+	}
+	c.prep[id].Store(st)
+	return st, nil
+}
+
+func (c *stmtCache) close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for i := range c.prep {
+		if st := c.prep[i].Swap(nil); st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// DB returns the *sql.DB the Store runs on.
+func (s *Store) DB() *sql.DB { return s.db }
