@@ -148,21 +148,20 @@ func (s *Store) Close() error {
 }
 
 // stmtCache prepares each statement on the *sql.DB the first time it is
-// used; database/sql then prepares it once per connection.
+// used outside a transaction; database/sql then prepares it once per
+// connection, and transactions reuse it through Tx.StmtContext.
 type stmtCache struct {
 	sql  [numStmts]string
-	mu   sync.Mutex // held while preparing and closing
+	mu   sync.Mutex // held by close
 	prep [numStmts]atomic.Pointer[sql.Stmt]
 }
 
 func newStmtCache(q [numStmts]string) *stmtCache { return &stmtCache{sql: q} }
 
+// get returns the prepared statement id, preparing it on db when needed.
+// It holds no lock while preparing: two first uses at once both prepare,
+// and the one that loses the race closes its statement.
 func (c *stmtCache) get(ctx context.Context, db *sql.DB, id stmtID) (*sql.Stmt, error) {
-	if st := c.prep[id].Load(); st != nil {
-		return st, nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if st := c.prep[id].Load(); st != nil {
 		return st, nil
 	}
@@ -170,8 +169,23 @@ func (c *stmtCache) get(ctx context.Context, db *sql.DB, id stmtID) (*sql.Stmt, 
 	if err != nil {
 		return nil, err
 	}
-	c.prep[id].Store(st)
+	if !c.prep[id].CompareAndSwap(nil, st) {
+		_ = st.Close()
+		return c.prep[id].Load(), nil
+	}
 	return st, nil
+}
+
+// inTx returns statement id for tx: the cached one bound to tx, or, before
+// the first use outside a transaction has prepared it, one prepared on tx's
+// own connection for this transaction only (preparing on the *sql.DB would
+// need a second connection, which a pool full of waiting transactions may
+// never free).
+func (c *stmtCache) inTx(ctx context.Context, tx *sql.Tx, id stmtID) (*sql.Stmt, error) {
+	if st := c.prep[id].Load(); st != nil {
+		return tx.StmtContext(ctx, st), nil
+	}
+	return tx.PrepareContext(ctx, c.sql[id])
 }
 
 func (c *stmtCache) close() error {

@@ -27,12 +27,17 @@ func (s *Store) runner(ctx context.Context) runner {
 }
 
 func (r runner) stmt(ctx context.Context, id stmtID) (*sql.Stmt, error) {
-	st, err := r.s.stmts.get(ctx, r.s.db, id)
+	var (
+		st  *sql.Stmt
+		err error
+	)
+	if r.st != nil {
+		st, err = r.s.stmts.inTx(ctx, r.st.tx, id)
+	} else {
+		st, err = r.s.stmts.get(ctx, r.s.db, id)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", err)
-	}
-	if r.st != nil {
-		return r.st.tx.StmtContext(ctx, st), nil
 	}
 	return st, nil
 }
