@@ -29,6 +29,7 @@ var shared struct {
 // goroutines were left behind.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	benchCleanup()
 	if shared.db != nil {
 		shared.db.Close()
 	}
