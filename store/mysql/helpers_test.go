@@ -131,3 +131,21 @@ func dropOnCleanup(t testing.TB, s *Store) {
 		}
 	})
 }
+
+// waitBlocked returns once some session is running an INSERT into table
+// (quoted) that has not finished: in the tests that call it, one that waits
+// for a row lock. It polls the server's process list (INNODB_TRX does not
+// list a MariaDB transaction whose first write is the one waiting).
+func waitBlocked(t testing.TB, table string) {
+	t.Helper()
+	for {
+		var n int
+		require.NoError(t, testDB(t).QueryRowContext(context.Background(),
+			`SELECT COUNT(*) FROM information_schema.PROCESSLIST
+			WHERE COMMAND IN ('Execute', 'Query') AND INFO LIKE CONCAT('INSERT INTO ', ?, '%')`, table).Scan(&n))
+		if n > 0 {
+			return
+		}
+		time.Sleep(time.Millisecond) // polling the server, not waiting for a goroutine
+	}
+}

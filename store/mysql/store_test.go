@@ -216,16 +216,7 @@ func TestDeadlockRunsTransactionAgain(t *testing.T) {
 	}
 	<-holding
 	<-holding
-	// Wait until one transaction is blocked on a row lock.
-	for {
-		var n int
-		require.NoError(t, testDB(t).QueryRowContext(ctx,
-			`SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'`).Scan(&n))
-		if n > 0 {
-			break
-		}
-		time.Sleep(time.Millisecond) // polling the server, not waiting for a goroutine
-	}
+	waitBlocked(t, s.Table()) // transaction 0 waits for k1
 	close(waiting)
 	wg.Wait()
 	require.NoError(t, errs[0])
