@@ -11,7 +11,6 @@ import (
 
 	"github.com/idemkit/idemkit/dedup"
 	"github.com/idemkit/idemkit/store"
-	"github.com/idemkit/idemkit/store/memory"
 	"github.com/idemkit/idemkit/storetest"
 )
 
@@ -112,7 +111,7 @@ func TestOutcome(t *testing.T) {
 }
 
 func TestProcessTxNeedsTransactor(t *testing.T) {
-	s := memory.New()
+	s := mustMemory(t)
 	t.Cleanup(func() { _ = s.Close() })
 	d := newDeduper(t, s)
 	called := false

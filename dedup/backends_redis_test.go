@@ -24,7 +24,7 @@ func newMiniredis(t testing.TB) storetest.Subject {
 	c := goredis.NewClient(&goredis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { _ = c.Close() })
 	clock := testredis.NewMiniClock(mr, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	s := redis.New(c, redis.WithPrefix(redisPrefix(t, c)), redis.WithClock(clock.Now), redis.WithEvictionCheck(false))
+	s := mustRedis(t, c, redis.WithPrefix(redisPrefix(t, c)), redis.WithClock(clock.Now), redis.WithEvictionCheck(false))
 	return storetest.Subject{Store: s, Clock: clock}
 }
 
@@ -32,12 +32,12 @@ func newMiniredis(t testing.TB) storetest.Subject {
 func newRedis(t testing.TB) storetest.Subject {
 	c := goredis.NewClient(&goredis.Options{Addr: testenv.RedisAddr(t), PoolSize: 32})
 	t.Cleanup(func() { _ = c.Close() })
-	return storetest.Subject{Store: redis.New(c, redis.WithPrefix(redisPrefix(t, c)))}
+	return storetest.Subject{Store: mustRedis(t, c, redis.WithPrefix(redisPrefix(t, c)))}
 }
 
 // newRedisCluster is the Redis Cluster at IDEMKIT_REDIS_CLUSTER_ADDRS.
 func newRedisCluster(t testing.TB) storetest.Subject {
 	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: testenv.RedisClusterAddrs(t)})
 	t.Cleanup(func() { _ = c.Close() })
-	return storetest.Subject{Store: redis.New(c, redis.WithPrefix(redisPrefix(t, c)))}
+	return storetest.Subject{Store: mustRedis(t, c, redis.WithPrefix(redisPrefix(t, c)))}
 }

@@ -41,7 +41,7 @@ var backends = []backend{
 
 func newMemory(t testing.TB) storetest.Subject {
 	clock := storetest.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	s := memory.New(memory.WithClock(clock.Now))
+	s := mustMemory(t, memory.WithClock(clock.Now))
 	t.Cleanup(func() { _ = s.Close() })
 	return storetest.Subject{Store: s, Clock: clock}
 }
@@ -49,7 +49,7 @@ func newMemory(t testing.TB) storetest.Subject {
 // newMemoryRealClock runs the real-time paths (leases waited for, not
 // advanced) without a server.
 func newMemoryRealClock(t testing.TB) storetest.Subject {
-	s := memory.New()
+	s := mustMemory(t)
 	t.Cleanup(func() { _ = s.Close() })
 	return storetest.Subject{Store: s}
 }

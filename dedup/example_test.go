@@ -69,7 +69,10 @@ func webhook(d *dedup.Deduper, l *ledger) http.Handler {
 // A webhook sender delivers the same event twice (its first delivery timed
 // out on its side); the handler credits the amount once.
 func Example_webhook() {
-	st := memory.New()
+	st, err := memory.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer st.Close()
 	d, err := dedup.New(st, dedup.WithScope("stripe"))
 	if err != nil {
@@ -94,7 +97,10 @@ func Example_webhook() {
 // A queue consumer acks what was processed or was a duplicate, and leaves
 // the rest for redelivery. Here the broker redelivers m1, and m2 fails once.
 func ExampleDeduper_Process() {
-	st := memory.New()
+	st, err := memory.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer st.Close()
 	d, err := dedup.New(st, dedup.WithScope("orders-queue"))
 	if err != nil {

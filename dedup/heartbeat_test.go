@@ -11,7 +11,6 @@ import (
 
 	"github.com/idemkit/idemkit/dedup"
 	"github.com/idemkit/idemkit/store"
-	"github.com/idemkit/idemkit/store/memory"
 )
 
 // TestHeartbeatRealTicker runs the real heartbeat ticker in a synctest bubble
@@ -61,7 +60,7 @@ func TestHeartbeatRealTicker(t *testing.T) {
 // inside a synctest bubble).
 func newRealClockStore(t *testing.T) store.Store {
 	t.Helper()
-	s := memory.New()
+	s := mustMemory(t)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }

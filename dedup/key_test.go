@@ -15,7 +15,7 @@ func FuzzKeyInjective(f *testing.F) {
 	f.Add("stripe", "evt_1", "stripe", "evt_1")
 	f.Add("0", "", "", "0::")
 	f.Add("10", "x", "1", "0:x")
-	s := memory.New(memory.WithSweepInterval(0))
+	s := mustMemory(f, memory.WithSweepInterval(0))
 	f.Fuzz(func(t *testing.T, scope1, id1, scope2, id2 string) {
 		d1, err1 := dedup.New(s, dedup.WithScope(scope1))
 		d2, err2 := dedup.New(s, dedup.WithScope(scope2))

@@ -10,7 +10,6 @@ import (
 
 	"github.com/idemkit/idemkit/httpidem"
 	"github.com/idemkit/idemkit/store"
-	"github.com/idemkit/idemkit/store/memory"
 )
 
 // discardWriter is a ResponseWriter that keeps nothing, reused across
@@ -73,7 +72,7 @@ func BenchmarkOverhead(b *testing.B) {
 	})
 	b.Run("store-only", func(b *testing.B) {
 		// The store's own share of a first request: token, Claim, Complete.
-		s := memory.New()
+		s := mustMemory(b)
 		b.Cleanup(func() { s.Close() })
 		keys := make([]string, b.N)
 		for i := range keys {
@@ -94,7 +93,7 @@ func BenchmarkOverhead(b *testing.B) {
 		}
 	})
 	b.Run("first", func(b *testing.B) {
-		s := memory.New()
+		s := mustMemory(b)
 		b.Cleanup(func() { s.Close() })
 		keys := make([]string, b.N)
 		for i := range keys {
@@ -103,7 +102,7 @@ func BenchmarkOverhead(b *testing.B) {
 		benchRun(b, httpidem.New(s)(benchHandler), func(i int) string { return keys[i] }, http.StatusCreated)
 	})
 	b.Run("replay", func(b *testing.B) {
-		s := memory.New()
+		s := mustMemory(b)
 		b.Cleanup(func() { s.Close() })
 		mw := httpidem.New(s)(benchHandler)
 		benchRun(b, mw, func(int) string { return "k" }, http.StatusCreated)

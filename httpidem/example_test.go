@@ -3,6 +3,7 @@ package httpidem_test
 import (
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,7 +13,10 @@ import (
 )
 
 func Example() {
-	st := memory.New()
+	st, err := memory.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer st.Close()
 
 	charges := 0
@@ -48,7 +52,10 @@ func Example() {
 }
 
 func Example_problems() {
-	st := memory.New()
+	st, err := memory.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer st.Close()
 	h := httpidem.New(st)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated)

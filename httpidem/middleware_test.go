@@ -20,7 +20,6 @@ import (
 	"github.com/idemkit/idemkit/httpidem"
 	"github.com/idemkit/idemkit/keyer"
 	"github.com/idemkit/idemkit/store"
-	"github.com/idemkit/idemkit/store/memory"
 )
 
 // events collects what the middleware reports.
@@ -130,7 +129,7 @@ func modes(t *testing.T, f func(t *testing.T, s store.Store)) {
 func allStores(t *testing.T, f func(t *testing.T, s store.Store)) {
 	modes(t, f)
 	t.Run("memory", func(t *testing.T) {
-		m := memory.New()
+		m := mustMemory(t)
 		t.Cleanup(func() { m.Close() })
 		f(t, m)
 	})

@@ -53,6 +53,18 @@
 // # Optional interfaces
 //
 // A backend may also implement Purger (delete records whose retention is
-// over) and Transactor (run Claim, the caller's own writes and Complete in one
-// database transaction). Callers discover them with a type assertion.
+// over), Transactor (run Claim, the caller's own writes and Complete in one
+// database transaction), Migrator (create its tables) and io.Closer. Callers
+// discover them with a type assertion; Migrate and Close do it for the two
+// that every program needs.
+//
+// # Opening a store from a URL
+//
+// Open makes a Store from a URL such as "sqlite:///var/lib/app/keys.db",
+// "postgres://host/db", "redis://host:6379/0" or "memory://", so the store
+// is chosen per environment by configuration. Backends register their URL
+// schemes with Register when imported, as database/sql drivers do; this
+// package imports none of them, so a program imports the backends it offers:
+//
+//	import _ "github.com/idemkit/idemkit/store/postgres"
 package store

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/idemkit/idemkit/store"
@@ -15,7 +16,10 @@ import (
 // the work again.
 func Example() {
 	ctx := context.Background()
-	s := memory.New()
+	s, err := memory.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer s.Close()
 
 	payments := 0
@@ -64,14 +68,17 @@ func Example() {
 // Sentinel errors are matched with errors.Is; backends wrap them with detail.
 func ExampleErrLeaseLost() {
 	ctx := context.Background()
-	s := memory.New()
+	s, err := memory.New()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer s.Close()
 
 	holder, stranger := store.NewToken(), store.NewToken()
 	if _, err := s.Claim(ctx, "k", "", holder, time.Minute); err != nil {
 		panic(err)
 	}
-	err := s.Complete(ctx, "k", stranger, []byte("not mine"), time.Hour)
+	err = s.Complete(ctx, "k", stranger, []byte("not mine"), time.Hour)
 	fmt.Println(errors.Is(err, store.ErrLeaseLost))
 
 	_, err = s.Get(ctx, "never-claimed")

@@ -18,7 +18,10 @@ func Example_wiringABackend() {
 		storetest.Run(t, storetest.Harness{
 			New: func(t *testing.T) storetest.Subject {
 				clock := storetest.NewManualClock(time.Now())
-				s := memory.New(memory.WithClock(clock.Now))
+				s, err := memory.New(memory.WithClock(clock.Now))
+				if err != nil {
+					t.Fatal(err)
+				}
 				t.Cleanup(func() { s.Close() })
 				return storetest.Subject{Store: s, Clock: clock}
 			},

@@ -72,7 +72,7 @@ var transactorCases = []testCase{
 		err := tx.InTx(e.ctx, func(ctx context.Context, s store.Store) error {
 			c, err := s.Claim(ctx, "k", "fp", tok, long)
 			if err != nil || c.Outcome != store.Acquired {
-				return fmt.Errorf("Claim in the transaction = %v, %v; want acquired", c.Outcome, err)
+				return fmt.Errorf("claim in the transaction = %v, %v; want acquired", c.Outcome, err)
 			}
 			return s.Complete(ctx, "k", tok, []byte("committed"), long)
 		})

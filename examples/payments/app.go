@@ -56,7 +56,7 @@ func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describ
 			return []string{u}, err
 		}),
 		// {"amount":1990} and { "amount": 1990 } are the same request.
-		httpidem.WithFingerprinter(keyer.NewFingerprinter(keyer.WithCanonicalJSON(), keyer.WithMaxBody(64<<10))),
+		httpidem.WithFingerprinter(keyer.NewFingerprinter(keyer.WithCanonicalJSON(), keyer.WithMaxBody(maxBody))),
 		// Duplicates in flight wait for the first and replay its answer
 		// (lease mode; in a transaction they wait on the database anyway).
 		httpidem.WithWait(cfg.Wait),
@@ -73,6 +73,7 @@ func (a *app) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /payments", a.idem(http.HandlerFunc(a.createPayment)))
 	mux.HandleFunc("GET /payments", a.listPayments)
+	mux.HandleFunc("GET /payments/{id}", a.getPayment)
 	return mux
 }
 

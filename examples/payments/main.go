@@ -1,12 +1,17 @@
 // Command payments is the seeds' exercise as a runnable server: POST
 // /payments with an Idempotency-Key creates a payment once, however many
-// times the request is retried, and GET /payments lists them so anyone can
-// count.
+// times the request is retried, GET /payments lists them so anyone can
+// count, and GET /payments/{id} (the Location of a new payment) shows one.
 //
-//	go run ./examples/payments                      # SQLite in ./payments.db, on :3000
-//	go run ./examples/payments -store memory
-//	go run ./examples/payments -store postgres -postgres postgres://localhost/test
-//	go run ./examples/payments -store redis -redis 127.0.0.1:6379
+//	go run ./examples/payments                      # SQLite in ./payments.db, on 127.0.0.1:3000
+//	go run ./examples/payments -store-url memory://
+//	go run ./examples/payments -store-url 'postgres://localhost/test?sslmode=disable'
+//	go run ./examples/payments -store-url redis://127.0.0.1:6379/0
+//	go run ./examples/payments -store-url redis+cluster://127.0.0.1:7101,127.0.0.1:7102/
+//	go run ./examples/payments -addr :3000          # every interface, not only loopback
+//
+// -store sqlite|memory|postgres|redis (with -db, -postgres, -redis) is a
+// shorthand for the same URLs.
 //
 // With SQLite and PostgreSQL the payment row, the key and the stored response
 // commit in one transaction; with memory and Redis the middleware uses leases
@@ -35,18 +40,35 @@ func main() {
 }
 
 func run(args []string) error {
+	cfg, addr, err := parseArgs(args)
+	if err != nil {
+		return err
+	}
+	return serve(cfg, addr)
+}
+
+// parseArgs reads the command line into the demo's config and the address
+// to serve on.
+func parseArgs(args []string) (config, string, error) {
 	cfg := defaultConfig()
 	fs := flag.NewFlagSet("payments", flag.ContinueOnError)
-	addr := fs.String("addr", ":3000", "address to serve on")
-	fs.StringVar(&cfg.Store, "store", cfg.Store, "where keys and payments live: sqlite, memory, postgres or redis")
+	addr := fs.String("addr", "127.0.0.1:3000", "address to serve on (\":3000\" for every interface)")
+	fs.StringVar(&cfg.StoreURL, "store-url", cfg.StoreURL, "the store's URL: memory://, sqlite:///path.db, postgres://..., redis://..., redis+cluster://h1:p1,h2:p2/ (overrides -store)")
+	fs.StringVar(&cfg.Store, "store", cfg.Store, "shorthand for -store-url: sqlite, memory, postgres or redis")
 	fs.StringVar(&cfg.DB, "db", cfg.DB, "SQLite database file (-store sqlite)")
 	fs.StringVar(&cfg.PostgresURL, "postgres", cfg.PostgresURL, "PostgreSQL URL (-store postgres; default $IDEMKIT_POSTGRES_URL)")
 	fs.StringVar(&cfg.RedisAddr, "redis", cfg.RedisAddr, "Redis host:port (-store redis; default $IDEMKIT_REDIS_ADDR)")
 	fs.DurationVar(&cfg.Wait, "wait", cfg.Wait, "how long a duplicate waits for the first request before a 409")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return config{}, "", err
 	}
+	if fs.NArg() > 0 {
+		return config{}, "", fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return cfg, *addr, nil
+}
 
+func serve(cfg config, addr string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -56,10 +78,10 @@ func run(args []string) error {
 	}
 	defer a.close()
 
-	srv := &http.Server{Addr: *addr, Handler: a.routes(), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Addr: addr, Handler: a.routes(), ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
-	logger.Info("serving payments", "addr", *addr, "store", a.describe)
+	logger.Info("serving payments", "addr", addr, "store", a.describe)
 	select {
 	case err := <-errc:
 		return err

@@ -4,23 +4,34 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idemkit/httpidem"
 	"github.com/idemkit/idemkit/store"
-	"github.com/idemkit/idemkit/store/memory"
 	"github.com/idemkit/idemkit/store/postgres"
-	"github.com/idemkit/idemkit/store/redis"
 	"github.com/idemkit/idemkit/store/sqlite"
+
+	// The backends the demo can open by URL: each registers its schemes.
+	_ "github.com/idemkit/idemkit/store/memory"
+	_ "github.com/idemkit/idemkit/store/redis"
 )
+
+// maxBody is the largest request body the demo fingerprints (and so
+// accepts): the 1 MiB its README and httpidem's default promise.
+const maxBody = 1 << 20
 
 // config says which store the demo uses and where.
 type config struct {
-	Store       string        // sqlite, memory, postgres, redis
+	// StoreURL opens the store (see store.Open): memory://,
+	// sqlite:///path/keys.db, postgres://..., redis://..., redis+cluster://...
+	// When empty, it is built from the shorthand fields below.
+	StoreURL string
+
+	Store       string        // shorthand: sqlite, memory, postgres, redis
 	DB          string        // SQLite file
 	PostgresURL string        // PostgreSQL URL
 	RedisAddr   string        // Redis host:port
@@ -28,8 +39,8 @@ type config struct {
 
 	// Names, so tests sharing a database never collide.
 	PaymentsTable string // SQL stores: the payments table
-	KeysTable     string // SQL stores: the idemkit table ("" = the store's default)
-	RedisPrefix   string // Redis: key prefix ("" = the store's default)
+	KeysTable     string // shorthand SQL stores: the idemkit table ("" = the store's default)
+	RedisPrefix   string // shorthand Redis: key prefix ("" = the store's default)
 
 	hook  func(httpidem.Event) // tests observe the middleware
 	extra []httpidem.Option    // tests add middleware options (a short lease)
@@ -46,91 +57,88 @@ func defaultConfig() config {
 	}
 }
 
-// open connects the store named by cfg.Store and the ledger that goes with
-// it: each store is one case here. SQL stores keep payments in a table of the
-// same database, written in the middleware's transaction; memory and Redis
-// keep them in the process.
-func open(ctx context.Context, cfg config, logger *slog.Logger) (*app, error) {
-	var (
-		st       store.Store
-		led      ledger
-		closers  []func()
-		describe string
-	)
-	closeAll := func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
+// storeURL returns cfg.StoreURL, or the URL the shorthand -store flag and
+// its companions describe.
+func (cfg config) storeURL() (string, error) {
+	if cfg.StoreURL != "" {
+		return cfg.StoreURL, nil
 	}
-	fail := func(err error) (*app, error) {
-		closeAll()
-		return nil, err
-	}
+	q := url.Values{}
 	switch cfg.Store {
 	case "sqlite":
-		var opts []sqlite.Option
 		if cfg.KeysTable != "" {
-			opts = append(opts, sqlite.WithTable(cfg.KeysTable))
+			q.Set("table", cfg.KeysTable)
 		}
-		s, err := sqlite.Open(cfg.DB, opts...)
-		if err != nil {
-			return fail(err)
-		}
-		closers = append(closers, func() { s.Close() })
-		if err := s.Migrate(ctx); err != nil {
-			return fail(err)
-		}
-		l, err := newSQLiteLedger(ctx, s.DB(), cfg.PaymentsTable)
-		if err != nil {
-			return fail(err)
-		}
-		st, led, describe = s, l, "sqlite "+cfg.DB
+		return (&url.URL{Scheme: "sqlite", Opaque: cfg.DB, RawQuery: q.Encode()}).String(), nil
+	case "memory":
+		return "memory://", nil
 	case "postgres":
 		if cfg.PostgresURL == "" {
-			return fail(fmt.Errorf("-store postgres needs -postgres URL or IDEMKIT_POSTGRES_URL"))
+			return "", fmt.Errorf("-store postgres needs -postgres URL or IDEMKIT_POSTGRES_URL")
 		}
-		pool, err := pgxpool.New(ctx, cfg.PostgresURL)
+		u, err := url.Parse(cfg.PostgresURL)
 		if err != nil {
-			return fail(fmt.Errorf("postgres: %w", err))
+			return "", fmt.Errorf("-postgres: %w", err)
 		}
-		closers = append(closers, pool.Close)
-		var opts []postgres.Option
 		if cfg.KeysTable != "" {
-			opts = append(opts, postgres.WithTable(cfg.KeysTable))
+			q := u.Query()
+			q.Set("table", cfg.KeysTable)
+			u.RawQuery = q.Encode()
 		}
-		s, err := postgres.New(pool, opts...)
-		if err != nil {
-			return fail(err)
-		}
-		if err := s.Migrate(ctx); err != nil {
-			return fail(err)
-		}
-		l, err := newPostgresLedger(ctx, pool, cfg.PaymentsTable)
-		if err != nil {
-			return fail(err)
-		}
-		st, led, describe = s, l, "postgres"
-	case "memory":
-		s := memory.New()
-		closers = append(closers, func() { s.Close() })
-		st, led, describe = s, &memLedger{}, "memory"
+		return u.String(), nil
 	case "redis":
 		if cfg.RedisAddr == "" {
-			return fail(fmt.Errorf("-store redis needs -redis host:port or IDEMKIT_REDIS_ADDR"))
+			return "", fmt.Errorf("-store redis needs -redis host:port or IDEMKIT_REDIS_ADDR")
 		}
-		// ContextTimeoutEnabled: a request's cancelled context ends its Redis call.
-		client := goredis.NewClient(&goredis.Options{Addr: cfg.RedisAddr, ContextTimeoutEnabled: true})
-		closers = append(closers, func() { client.Close() })
-		if err := client.Ping(ctx).Err(); err != nil {
-			return fail(fmt.Errorf("redis %s: %w", cfg.RedisAddr, err))
-		}
-		opts := []redis.Option{redis.WithLogger(logger)}
 		if cfg.RedisPrefix != "" {
-			opts = append(opts, redis.WithPrefix(cfg.RedisPrefix))
+			q.Set("prefix", cfg.RedisPrefix)
 		}
-		st, led, describe = redis.New(client, opts...), &memLedger{}, "redis "+cfg.RedisAddr
-	default:
-		return fail(fmt.Errorf("unknown -store %q: use sqlite, memory, postgres or redis", cfg.Store))
+		return (&url.URL{Scheme: "redis", Host: cfg.RedisAddr, RawQuery: q.Encode()}).String(), nil
 	}
-	return newApp(st, led, cfg, logger, describe, closeAll), nil
+	return "", fmt.Errorf("unknown -store %q: use sqlite, memory, postgres or redis, or -store-url", cfg.Store)
+}
+
+// open opens the store from its URL, whatever the backend, and the ledger
+// that goes with it.
+func open(ctx context.Context, cfg config, logger *slog.Logger) (*app, error) {
+	raw, err := cfg.storeURL()
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, raw)
+	if err != nil {
+		return nil, err
+	}
+	closeStore := func() { store.Close(st) }
+	if err := store.Migrate(ctx, st); err != nil {
+		closeStore()
+		return nil, err
+	}
+	led, err := ledgerFor(ctx, st, cfg.PaymentsTable)
+	if err != nil {
+		closeStore()
+		return nil, err
+	}
+	describe := raw
+	if u, err := url.Parse(raw); err == nil {
+		describe = u.Redacted()
+	}
+	return newApp(st, led, cfg, logger, describe, closeStore), nil
+}
+
+// ledgerFor returns where the demo keeps its payments: a table in the
+// store's own database when it has one, so the payment, the key and the
+// stored response commit in one transaction; in the process otherwise. This
+// is the demo's bookkeeping, not idemkit's: the store itself was opened,
+// migrated and will be closed without knowing its backend.
+func ledgerFor(ctx context.Context, st store.Store, table string) (ledger, error) {
+	switch s := st.(type) {
+	case *sqlite.Store:
+		return newSQLiteLedger(ctx, s.DB(), table)
+	case *postgres.Store:
+		if pool, ok := s.DB().(*pgxpool.Pool); ok {
+			return newPostgresLedger(ctx, pool, table)
+		}
+	}
+	return &memLedger{}, nil
 }

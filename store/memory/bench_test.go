@@ -31,7 +31,7 @@ func keys(n int) []string {
 // a long-running process whose sweep keeps up.
 func BenchmarkClaimComplete(b *testing.B) {
 	ctx := context.Background()
-	s := memory.New(memory.WithSweepInterval(0))
+	s := newStore(b, memory.WithSweepInterval(0))
 	ks := keys(1 << 16)
 	resp := []byte(`{"id":1,"amount":1990}`)
 	var workers atomic.Int64
@@ -61,7 +61,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 
 func BenchmarkReplay(b *testing.B) {
 	ctx := context.Background()
-	s := memory.New(memory.WithSweepInterval(0))
+	s := newStore(b, memory.WithSweepInterval(0))
 	ks := keys(1024)
 	tok := store.NewToken()
 	for _, k := range ks {
@@ -92,7 +92,7 @@ func BenchmarkReplay(b *testing.B) {
 // another token, as a thundering herd of duplicates would.
 func BenchmarkContendedClaim(b *testing.B) {
 	ctx := context.Background()
-	s := memory.New(memory.WithSweepInterval(0))
+	s := newStore(b, memory.WithSweepInterval(0))
 	if _, err := s.Claim(ctx, "hot", "fp", store.NewToken(), time.Hour); err != nil {
 		b.Fatal(err)
 	}

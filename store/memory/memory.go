@@ -15,6 +15,7 @@ package memory
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -62,27 +63,47 @@ type Option func(*options)
 type options struct {
 	now   func() time.Time
 	sweep time.Duration
+	errs  []error
 }
 
 // WithClock makes the store read the time from now instead of time.Now,
-// so tests can move time forward without sleeping.
+// so tests can move time forward without sleeping. A nil now is an error
+// at New.
 func WithClock(now func() time.Time) Option {
-	return func(o *options) { o.now = now }
+	return func(o *options) {
+		o.now = now
+		if now == nil {
+			o.errs = append(o.errs, errors.New("WithClock: nil clock"))
+		}
+	}
 }
 
 // WithSweepInterval sets how often the background sweep deletes expired
-// records (default one minute). Zero or a negative value starts no sweep;
-// expired records are then reclaimed only by writes to their key and by Purge.
+// records (default one minute). Zero starts no sweep; expired records are
+// then reclaimed only by writes to their key and by Purge. A negative
+// interval is an error at New.
 func WithSweepInterval(d time.Duration) Option {
-	return func(o *options) { o.sweep = d }
+	return func(o *options) {
+		o.sweep = d
+		if d < 0 {
+			o.errs = append(o.errs, fmt.Errorf("WithSweepInterval: negative interval %v", d))
+		}
+	}
 }
 
 // New returns an empty Store and starts its background sweep.
-// Call Close when done with it to stop the sweep.
-func New(opts ...Option) *Store {
+// Call Close when done with it to stop the sweep. New fails only for an
+// invalid option (a nil clock, a negative sweep interval), with an
+// error that matches store.ErrInvalid.
+func New(opts ...Option) (*Store, error) {
 	o := options{now: time.Now, sweep: time.Minute}
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if err := errors.Join(o.errs...); err != nil {
+		return nil, fmt.Errorf("memory: new: %w: %w", store.ErrInvalid, err)
 	}
 	s := &Store{now: o.now}
 	for i := range s.shards {
@@ -93,7 +114,7 @@ func New(opts ...Option) *Store {
 		s.done = make(chan struct{})
 		go s.sweepEvery(o.sweep)
 	}
-	return s
+	return s, nil
 }
 
 // Close stops the background sweep and waits for it to finish. The store

@@ -2,9 +2,9 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -33,9 +33,13 @@ const DefaultTable = "idempotency_keys"
 // WithPurgeBatch says otherwise.
 const DefaultPurgeBatch = 1000
 
-// maxTableLen keeps "<table>_expires_at_idx" within PostgreSQL's 63-byte
-// identifier limit, so index names of different tables never collide.
-const maxTableLen = 63 - len(indexSuffix)
+// MaxTableLen is the longest table name WithTable accepts, in bytes: it keeps
+// "<table>_expires_at_idx" within PostgreSQL's 63-byte identifier limit, so
+// index names of different tables never collide. Every SQL backend of
+// idemkit has the same limit.
+const MaxTableLen = 63 - len(indexSuffix)
+
+const maxTableLen = MaxTableLen
 
 // Store is a store.Store, store.Purger and store.Transactor on a PostgreSQL
 // table. It is safe for concurrent use when its DB is (a *pgxpool.Pool).
@@ -50,6 +54,10 @@ type Store struct {
 	table string // quoted, schema-qualified when a schema is set
 	sql   statements
 	stats *stats
+
+	// closePool, set when store.Open made the pool, closes it.
+	closePool func()
+	closeOnce sync.Once
 }
 
 var (
@@ -64,12 +72,13 @@ type options struct {
 	purgeBatch int
 }
 
-// Option configures a Store.
+// Option configures a Store. An invalid value is reported by New and Schema
+// (an error matching store.ErrInvalid), never silently replaced.
 type Option func(*options)
 
 // WithTable sets the table's name (DefaultTable otherwise). It is always
 // quoted as an identifier, so it is case-sensitive and may contain any
-// character but NUL; at most 48 bytes.
+// character but NUL; at most MaxTableLen (48) bytes.
 func WithTable(name string) Option {
 	return func(o *options) { o.table = name }
 }
@@ -89,10 +98,11 @@ func WithPurgeBatch(n int) Option {
 
 // New returns a Store that keeps its records in a table reached through db.
 // It does not touch the database: create the table with Migrate or with the
-// SQL from Schema first. New fails only for a nil db or an invalid option.
+// SQL from Schema first. New fails only for a nil db or an invalid option,
+// with an error that matches store.ErrInvalid. Close does not close db.
 func New(db DB, opts ...Option) (*Store, error) {
 	if db == nil {
-		return nil, errors.New("postgres: new: nil DB")
+		return nil, fmt.Errorf("postgres: new: %w: nil DB", store.ErrInvalid)
 	}
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -118,7 +128,7 @@ func buildOptions(opts []Option) (options, error) {
 		}
 	}
 	if o.purgeBatch <= 0 {
-		return o, fmt.Errorf("postgres: new: purge batch %d is not positive", o.purgeBatch)
+		return o, fmt.Errorf("postgres: new: %w: purge batch %d is not positive", store.ErrInvalid, o.purgeBatch)
 	}
 	return o, nil
 }
@@ -126,11 +136,11 @@ func buildOptions(opts []Option) (options, error) {
 func checkIdent(what, name string, max int) error {
 	switch {
 	case name == "":
-		return fmt.Errorf("postgres: new: empty %s name", what)
+		return fmt.Errorf("postgres: new: %w: empty %s name", store.ErrInvalid, what)
 	case len(name) > max:
-		return fmt.Errorf("postgres: new: %s name is %d bytes, longer than %d", what, len(name), max)
+		return fmt.Errorf("postgres: new: %w: %s name is %d bytes, longer than %d", store.ErrInvalid, what, len(name), max)
 	case !utf8.ValidString(name) || strings.IndexByte(name, 0) >= 0:
-		return fmt.Errorf("postgres: new: %s name is not valid UTF-8 without NUL", what)
+		return fmt.Errorf("postgres: new: %w: %s name is not valid UTF-8 without NUL", store.ErrInvalid, what)
 	}
 	return nil
 }
@@ -145,6 +155,23 @@ func qualified(schema, table string) string {
 // Table returns the table's name as the Store's statements write it: quoted,
 // and qualified with the schema when WithSchema set one.
 func (s *Store) Table() string { return s.table }
+
+// DB returns the connection the Store uses (the pool store.Open made, or the
+// DB given to New), for the caller's own statements.
+func (s *Store) DB() DB { return s.db }
+
+// Close closes the connection pool when the Store owns it (it was opened
+// with store.Open from a URL) and otherwise does nothing: a DB passed to New
+// stays the caller's to close. It always returns nil and is safe to call more
+// than once.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		if s.closePool != nil {
+			s.closePool()
+		}
+	})
+	return nil
+}
 
 // conn returns the transaction carried by ctx (see InTx), or the Store's DB.
 func (s *Store) conn(ctx context.Context) DB {

@@ -28,8 +28,9 @@ func TestNewRejects(t *testing.T) {
 		_, err := New(pool, opts...)
 		require.Error(t, err)
 		require.True(t, strings.HasPrefix(err.Error(), "postgres: new: "), err.Error())
+		require.ErrorIs(t, err, store.ErrInvalid)
 		_, err = Schema(opts...)
-		require.Error(t, err)
+		require.ErrorIs(t, err, store.ErrInvalid)
 	}
 	s, err := New(pool, WithTable(strings.Repeat("t", maxTableLen)), nil)
 	require.NoError(t, err)

@@ -125,7 +125,7 @@ func runKeys(prefix string) string {
 func BenchmarkRedis(b *testing.B) {
 	c, prefix := benchClient(b)
 	ctx := context.Background()
-	s := New(c, WithPrefix(prefix), WithEvictionCheck(false))
+	s := mustNew(b, c, WithPrefix(prefix), WithEvictionCheck(false))
 	tok := store.NewToken()
 	for _, w := range benchWorkers {
 		b.Run(fmt.Sprintf("ClaimComplete/workers=%d", w), func(b *testing.B) {
@@ -220,7 +220,7 @@ var benchCases = []struct {
 }{
 	{"ClaimComplete", func(b *testing.B, c *goredis.Client, prefix string) (func(int) error, func(int) error) {
 		ctx := context.Background()
-		s := New(c, WithPrefix(prefix), WithEvictionCheck(false))
+		s := mustNew(b, c, WithPrefix(prefix), WithEvictionCheck(false))
 		tok := store.NewToken()
 		storeKeys, rawKeys := runKeys(""), runKeys(prefix)
 		leaseMs, retentionMs := millis(benchLease), millis(benchRetention)
@@ -250,7 +250,7 @@ var benchCases = []struct {
 	}},
 	{"Replay", func(b *testing.B, c *goredis.Client, prefix string) (func(int) error, func(int) error) {
 		ctx := context.Background()
-		s := New(c, WithPrefix(prefix), WithEvictionCheck(false))
+		s := mustNew(b, c, WithPrefix(prefix), WithEvictionCheck(false))
 		tok, other := store.NewToken(), store.NewToken()
 		key := runKeys("") + "replay"
 		if _, err := s.Claim(ctx, key, "fp", tok, benchLease); err != nil {

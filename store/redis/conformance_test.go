@@ -21,7 +21,7 @@ func TestConformanceMiniredis(t *testing.T) {
 		New: func(t *testing.T) storetest.Subject {
 			mr, c := newMini(t)
 			clock := testredis.NewMiniClock(mr, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-			s := redis.New(c, redis.WithPrefix(testPrefix(t, c)), redis.WithClock(clock.Now), redis.WithEvictionCheck(false))
+			s := redis.MustNew(t, c, redis.WithPrefix(testPrefix(t, c)), redis.WithClock(clock.Now), redis.WithEvictionCheck(false))
 			return storetest.Subject{Store: s, Clock: clock}
 		},
 	})
@@ -37,7 +37,7 @@ func TestConformanceMiniredisWithoutSetGet(t *testing.T) {
 			mr, c := newMini(t)
 			c.AddHook(&rejectSetGet{})
 			clock := testredis.NewMiniClock(mr, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-			s := redis.New(c, redis.WithPrefix(testPrefix(t, c)), redis.WithClock(clock.Now),
+			s := redis.MustNew(t, c, redis.WithPrefix(testPrefix(t, c)), redis.WithClock(clock.Now),
 				redis.WithEvictionCheck(false), redis.WithLogger(slog.New(slog.DiscardHandler)))
 			return storetest.Subject{Store: s, Clock: clock}
 		},
@@ -48,7 +48,7 @@ func TestConformanceRedis(t *testing.T) {
 	c := realClient(t)
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T) storetest.Subject {
-			return storetest.Subject{Store: redis.New(c, redis.WithPrefix(testPrefix(t, c)))}
+			return storetest.Subject{Store: redis.MustNew(t, c, redis.WithPrefix(testPrefix(t, c)))}
 		},
 		ShortLease: 200 * time.Millisecond,
 	})
@@ -58,7 +58,7 @@ func TestConformanceCluster(t *testing.T) {
 	c := clusterClient(t)
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T) storetest.Subject {
-			return storetest.Subject{Store: redis.New(c, redis.WithPrefix(testPrefix(t, c)))}
+			return storetest.Subject{Store: redis.MustNew(t, c, redis.WithPrefix(testPrefix(t, c)))}
 		},
 		ShortLease: 200 * time.Millisecond,
 	})
@@ -103,7 +103,7 @@ func TestConformanceRing(t *testing.T) {
 			t.Cleanup(func() { ring.Close() })
 			clock := ringClock{testredis.NewMiniClock(a, start), b}
 			b.SetTime(start)
-			s := redis.New(ring, redis.WithPrefix("idemkit-test:"), redis.WithClock(clock.Now),
+			s := redis.MustNew(t, ring, redis.WithPrefix("idemkit-test:"), redis.WithClock(clock.Now),
 				redis.WithLogger(slog.New(slog.DiscardHandler)))
 			return storetest.Subject{Store: s, Clock: clock}
 		},

@@ -7,7 +7,7 @@
 // only that key, so every operation runs on one node and in one slot.
 // Every command it sends is safe for go-redis to retry after a lost reply.
 //
-//	s := redis.New(client, redis.WithPrefix("payments:idem:"))
+//	s, err := redis.New(client, redis.WithPrefix("payments:idem:"))
 //	c, err := s.Claim(ctx, key, fingerprint, store.NewToken(), 30*time.Second)
 //
 // # How each call maps to Redis

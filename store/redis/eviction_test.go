@@ -63,7 +63,7 @@ func TestEvictionPolicy(t *testing.T) {
 				}))
 			}
 			var logs logBuffer
-			s := redis.New(client, redis.WithLogger(logs.logger()))
+			s := redis.MustNew(t, client, redis.WithLogger(logs.logger()))
 			ctx := context.Background()
 
 			err := s.CheckEviction(ctx)
@@ -99,7 +99,7 @@ func TestEvictionPolicy(t *testing.T) {
 func TestEvictionCheckOff(t *testing.T) {
 	_, client := newMini(t) // no CONFIG: the check would warn
 	var logs logBuffer
-	s := redis.New(client, redis.WithLogger(logs.logger()), redis.WithEvictionCheck(false))
+	s := redis.MustNew(t, client, redis.WithLogger(logs.logger()), redis.WithEvictionCheck(false))
 	_, err := s.Claim(context.Background(), "k", "fp", store.NewToken(), time.Minute)
 	require.NoError(t, err)
 	assert.Empty(t, logs.String())
@@ -110,7 +110,7 @@ func TestEvictionPolicyReal(t *testing.T) {
 	t.Run("redis", func(t *testing.T) {
 		c := realClient(t)
 		want := c.ConfigGet(ctx, "maxmemory-policy").Val()["maxmemory-policy"]
-		err := redis.New(c).CheckEviction(ctx)
+		err := redis.MustNew(t, c).CheckEviction(ctx)
 		if want == "noeviction" {
 			assert.NoError(t, err)
 		} else {
@@ -119,7 +119,7 @@ func TestEvictionPolicyReal(t *testing.T) {
 	})
 	t.Run("cluster", func(t *testing.T) {
 		c := clusterClient(t)
-		err := redis.New(c).CheckEviction(ctx)
+		err := redis.MustNew(t, c).CheckEviction(ctx)
 		if err != nil {
 			assert.ErrorIs(t, err, redis.ErrEvictionPolicy, "every master answers CONFIG GET")
 		}
@@ -136,7 +136,7 @@ func TestSetGetFallback(t *testing.T) {
 	counter := &tripCounter{}
 	c.AddHook(counter)
 	var logs logBuffer
-	s := redis.New(c, redis.WithLogger(logs.logger()), redis.WithEvictionCheck(false))
+	s := redis.MustNew(t, c, redis.WithLogger(logs.logger()), redis.WithEvictionCheck(false))
 	ctx := context.Background()
 	for i := range 5 {
 		key := "k" + string(rune('a'+i))

@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -24,7 +25,10 @@ func Example() {
 	client := goredis.NewClient(&goredis.Options{Addr: mr.Addr()})
 	defer client.Close()
 
-	s := redis.New(client, redis.WithPrefix("payments:idem:"), redis.WithEvictionCheck(false))
+	s, err := redis.New(client, redis.WithPrefix("payments:idem:"), redis.WithEvictionCheck(false))
+	if err != nil {
+		panic(err)
+	}
 	ctx := context.Background()
 
 	pay := func(key string) string {
@@ -64,6 +68,9 @@ func ExampleNew_cluster() {
 		ContextTimeoutEnabled: true, // a cancelled context ends a call promptly
 	})
 	defer client.Close()
-	s := redis.New(client, redis.WithPrefix("idem:"))
+	s, err := redis.New(client, redis.WithPrefix("idem:"))
+	if err != nil {
+		log.Fatal(err)
+	}
 	_ = s // use s as a store.Store
 }

@@ -50,14 +50,14 @@ func TestServerUnreachable(t *testing.T) {
 	require.NoError(t, ln.Close())
 	c := goredis.NewClient(&goredis.Options{Addr: addr, MaxRetries: 1, DialTimeout: time.Second, DialerRetries: 1})
 	t.Cleanup(func() { c.Close() })
-	allCalls(t, redis.New(c, redis.WithLogger(slog.New(slog.DiscardHandler))))
+	allCalls(t, redis.MustNew(t, c, redis.WithLogger(slog.New(slog.DiscardHandler))))
 }
 
 func TestServerStopsMidTest(t *testing.T) {
 	mr := miniredis.RunT(t)
 	c := goredis.NewClient(&goredis.Options{Addr: mr.Addr(), MaxRetries: 1, DialerRetries: 1})
 	t.Cleanup(func() { c.Close() })
-	s := redis.New(c, redis.WithEvictionCheck(false))
+	s := redis.MustNew(t, c, redis.WithEvictionCheck(false))
 	ctx := context.Background()
 	tok := store.NewToken()
 	cl, err := s.Claim(ctx, "k", "fp", tok, time.Minute)
@@ -67,9 +67,22 @@ func TestServerStopsMidTest(t *testing.T) {
 	allCalls(t, s)
 }
 
-func TestNilClient(t *testing.T) {
-	allCalls(t, redis.New(nil))
-	assert.Error(t, redis.New(nil).CheckEviction(context.Background()))
+// A nil client or an invalid option fails at New, not at the first call.
+func TestNewRejects(t *testing.T) {
+	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { c.Close() })
+	for name, build := range map[string]func() (*redis.Store, error){
+		"nil client": func() (*redis.Store, error) { return redis.New(nil) },
+		"nil clock":  func() (*redis.Store, error) { return redis.New(c, redis.WithClock(nil)) },
+		"nil logger": func() (*redis.Store, error) { return redis.New(c, redis.WithLogger(nil)) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, err := build()
+			require.ErrorIs(t, err, store.ErrInvalid)
+			assert.Nil(t, s)
+			assert.Contains(t, err.Error(), "redis: new: ")
+		})
+	}
 }
 
 // newProxy starts a faultproxy in front of target, closed when t ends.
@@ -92,12 +105,12 @@ func TestReplyLost(t *testing.T) {
 	p := newProxy(t, mr.Addr())
 	ctx := context.Background()
 	prefix := testPrefix(t, direct)
-	b := redis.New(direct, redis.WithPrefix(prefix), redis.WithEvictionCheck(false))
+	b := redis.MustNew(t, direct, redis.WithPrefix(prefix), redis.WithEvictionCheck(false))
 
 	t.Run("no retries", func(t *testing.T) {
 		viaProxy := goredis.NewClient(&goredis.Options{Addr: p.Addr(), MaxRetries: -1})
 		t.Cleanup(func() { viaProxy.Close() })
-		a := redis.New(viaProxy, redis.WithPrefix(prefix), redis.WithEvictionCheck(false))
+		a := redis.MustNew(t, viaProxy, redis.WithPrefix(prefix), redis.WithEvictionCheck(false))
 		ta, tb := store.NewToken(), store.NewToken()
 
 		p.LoseReplyTo([]byte(prefix + "k1"))
@@ -128,7 +141,7 @@ func TestReplyLost(t *testing.T) {
 		t.Cleanup(func() { viaProxy.Close() })
 		dials := &dialCounter{}
 		viaProxy.AddHook(dials)
-		a := redis.New(viaProxy, redis.WithPrefix(prefix), redis.WithEvictionCheck(false))
+		a := redis.MustNew(t, viaProxy, redis.WithPrefix(prefix), redis.WithEvictionCheck(false))
 		ta, tb := store.NewToken(), store.NewToken()
 		require.NoError(t, viaProxy.Ping(ctx).Err())
 		require.Equal(t, int64(1), dials.n.Load())
@@ -161,7 +174,7 @@ func TestServerHangs(t *testing.T) {
 	c := goredis.NewClient(&goredis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
 	t.Cleanup(func() { c.Close() })
 	require.NoError(t, c.Ping(context.Background()).Err())
-	s := redis.New(c, redis.WithEvictionCheck(false))
+	s := redis.MustNew(t, c, redis.WithEvictionCheck(false))
 	p.SetBlackhole(true)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -181,7 +194,7 @@ func TestServerHangs(t *testing.T) {
 func TestForeignValues(t *testing.T) {
 	_, c := newMini(t)
 	ctx := context.Background()
-	s := redis.New(c, redis.WithPrefix("p:"), redis.WithEvictionCheck(false))
+	s := redis.MustNew(t, c, redis.WithPrefix("p:"), redis.WithEvictionCheck(false))
 	require.NoError(t, c.Set(ctx, "p:text", "hello", 0).Err())
 	require.NoError(t, c.Set(ctx, "p:v2", "\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00t", 0).Err())
 	require.NoError(t, c.RPush(ctx, "p:list", "x").Err())

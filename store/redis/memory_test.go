@@ -24,7 +24,7 @@ func TestMemoryPerRecord(t *testing.T) {
 	c := realClient(t)
 	ctx := context.Background()
 	prefix := testPrefix(t, c)
-	s := redis.New(c, redis.WithPrefix(prefix))
+	s := redis.MustNew(t, c, redis.WithPrefix(prefix))
 	key := "tenant-42:" + "3f2b8c1e-6a4d-4e1b-9c7a-0d5e8f9a1b2c" // a scoped UUID key
 	fp := strings.Repeat("ab", 32)                               // a hex SHA-256
 	tok := store.NewToken()

@@ -68,7 +68,7 @@ func TestRoundTrips(t *testing.T) {
 			h := &tripCounter{}
 			c.AddHook(h)
 			ctx := context.Background()
-			s := redis.New(c, redis.WithPrefix(testPrefix(t, c)), redis.WithEvictionCheck(false))
+			s := redis.MustNew(t, c, redis.WithPrefix(testPrefix(t, c)), redis.WithEvictionCheck(false))
 
 			// Load the scripts (EVALSHA, NOSCRIPT, EVAL) before counting.
 			warm := store.NewToken()
@@ -130,7 +130,7 @@ func TestEvictionCheckOnFirstUseOnly(t *testing.T) {
 	c := realClient(t)
 	h := &tripCounter{}
 	c.AddHook(h)
-	s := redis.New(c, redis.WithPrefix(testPrefix(t, c)))
+	s := redis.MustNew(t, c, redis.WithPrefix(testPrefix(t, c)))
 	ctx := context.Background()
 	n, names := h.trips(t, func() {
 		_, err := s.Get(ctx, "k")

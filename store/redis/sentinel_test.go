@@ -54,7 +54,7 @@ func TestConformanceSentinel(t *testing.T) {
 	}
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T) storetest.Subject {
-			return storetest.Subject{Store: redis.New(c, redis.WithPrefix(testPrefix(t, c)))}
+			return storetest.Subject{Store: redis.MustNew(t, c, redis.WithPrefix(testPrefix(t, c)))}
 		},
 		ShortLease: 200 * time.Millisecond,
 	})

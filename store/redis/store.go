@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,8 +28,8 @@ var (
 	errNilClient = errors.New("nil redis client")
 )
 
-// Store is a store.Store kept in Redis. It is safe for concurrent use. The
-// client stays the caller's: Store never closes it.
+// Store is a store.Store kept in Redis. It is safe for concurrent use. A
+// client passed to New stays the caller's: Close does not close it.
 type Store struct {
 	client goredis.UniversalClient
 	prefix string
@@ -38,6 +39,9 @@ type Store struct {
 	checkPolicy bool
 	policyState atomic.Int32 // 0 not checked, 1 checking, 2 done
 	noSetGet    atomic.Bool  // the server rejected SET ... NX GET
+
+	owned     bool // opened from a URL: Close closes client
+	closeOnce sync.Once
 }
 
 // Option configures a Store.
@@ -48,33 +52,38 @@ type options struct {
 	now         func() time.Time
 	log         *slog.Logger
 	checkPolicy bool
+	errs        []error
 }
 
 // WithPrefix sets the prefix put before every key (default DefaultPrefix).
 // Give each application or environment sharing a Redis its own prefix. A
 // prefix with a Cluster hash tag ("{idem}:") puts every record in one slot,
-// on one node: it still works, but no longer spreads the load.
+// on one node: it still works, but no longer spreads the load. An empty
+// prefix is allowed (keys are then stored as they are).
 func WithPrefix(p string) Option {
 	return func(o *options) { o.prefix = p }
 }
 
 // WithClock sets the clock from which the times reported in records
 // (LockedUntil, ExpiresAt) are computed; default time.Now. Expiry itself is
-// decided by Redis (PX) on the server's clock.
+// decided by Redis (PX) on the server's clock. A nil clock is an error at
+// New.
 func WithClock(now func() time.Time) Option {
 	return func(o *options) {
-		if now != nil {
-			o.now = now
+		o.now = now
+		if now == nil {
+			o.errs = append(o.errs, errors.New("WithClock: nil clock"))
 		}
 	}
 }
 
 // WithLogger sets the logger for the maxmemory-policy warning (default
-// slog.Default()).
+// slog.Default()). A nil logger is an error at New.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) {
-		if l != nil {
-			o.log = l
+		o.log = l
+		if l == nil {
+			o.errs = append(o.errs, errors.New("WithLogger: nil logger"))
 		}
 	}
 }
@@ -89,16 +98,39 @@ func WithEvictionCheck(enabled bool) Option {
 // New returns a Store that keeps its records through client: a *redis.Client,
 // a Sentinel failover client, a *redis.ClusterClient or a *redis.Ring. New
 // does no I/O; the first call that touches Redis also checks
-// maxmemory-policy (see WithEvictionCheck). With a nil client every call
-// returns an error.
-func New(client goredis.UniversalClient, opts ...Option) *Store {
+// maxmemory-policy (see WithEvictionCheck). A nil client or an invalid option
+// is an error that matches store.ErrInvalid. The client stays the caller's:
+// Close does not close it (a Store opened with store.Open owns its client).
+func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, fmt.Errorf("redis: new: %w: %w", store.ErrInvalid, errNilClient)
+	}
 	o := options{prefix: DefaultPrefix, now: time.Now, log: slog.Default(), checkPolicy: true}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
 		}
 	}
-	return &Store{client: client, prefix: o.prefix, now: o.now, log: o.log, checkPolicy: o.checkPolicy}
+	if err := errors.Join(o.errs...); err != nil {
+		return nil, fmt.Errorf("redis: new: %w: %w", store.ErrInvalid, err)
+	}
+	return &Store{client: client, prefix: o.prefix, now: o.now, log: o.log, checkPolicy: o.checkPolicy}, nil
+}
+
+// Close closes the client when the Store owns it (it was opened with
+// store.Open from a URL) and otherwise does nothing: a client passed to New
+// stays the caller's to close. It is safe to call more than once.
+func (s *Store) Close() error {
+	if !s.owned {
+		return nil
+	}
+	var err error
+	s.closeOnce.Do(func() {
+		if cerr := s.client.Close(); cerr != nil {
+			err = fmt.Errorf("redis: close: %w", cerr)
+		}
+	})
+	return err
 }
 
 // Claim implements store.Store. A new key costs one command (SET NX GET PX);

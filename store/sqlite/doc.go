@@ -15,7 +15,7 @@
 //
 // # How it stores a key
 //
-// One row per key in one table (default "idemkit_keys", see WithTable), keyed
+// One row per key in one table (default "idempotency_keys", see WithTable), keyed
 // by the key. Times are INTEGER unix microseconds read from the process
 // clock (injectable with WithClock), so comparisons are exact. Claim is one
 // INSERT … ON CONFLICT (key) DO UPDATE … WHERE <claimable> statement: the

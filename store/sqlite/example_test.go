@@ -114,9 +114,13 @@ func ExampleStore_InTx() {
 
 // Schema gives the SQL for your own migrations.
 func ExampleSchema() {
-	fmt.Print(sqlite.Schema("idemkit_keys"))
+	ddl, err := sqlite.Schema()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Print(ddl)
 	// Output:
-	// CREATE TABLE IF NOT EXISTS "idemkit_keys" (
+	// CREATE TABLE IF NOT EXISTS "idempotency_keys" (
 	// 	key          TEXT    NOT NULL PRIMARY KEY,
 	// 	fingerprint  TEXT    NOT NULL,
 	// 	token        TEXT    NOT NULL,
@@ -125,7 +129,7 @@ func ExampleSchema() {
 	// 	locked_until INTEGER NOT NULL,
 	// 	expires_at   INTEGER NOT NULL
 	// );
-	// CREATE INDEX IF NOT EXISTS "idemkit_keys_expires_at" ON "idemkit_keys" (expires_at);
+	// CREATE INDEX IF NOT EXISTS "idempotency_keys_expires_at_idx" ON "idempotency_keys" (expires_at);
 }
 
 // New wraps a *sql.DB you already have; configure WAL and busy_timeout in
@@ -151,7 +155,7 @@ func ExampleNew() {
 	}
 	fmt.Println("table:", s.Table())
 	// Output:
-	// table: app_idempotency_keys
+	// table: "app_idempotency_keys"
 }
 
 // A cleanup job: Purge deletes what has expired, in short batches.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/idemkit/idemkit/store"
 )
 
 // Open opens the SQLite database at path with the driver modernc.org/sqlite
@@ -34,16 +36,21 @@ import (
 // table already exists, that it has the expected columns; it does not create
 // the table: call Migrate.
 func Open(path string, opts ...Option) (*Store, error) {
-	o := defaultOptions()
-	for _, opt := range opts {
-		opt(&o)
-	}
 	if path == "" {
-		return nil, errors.New("sqlite: open: empty path")
+		return nil, fmt.Errorf("sqlite: open: %w: empty path", store.ErrInvalid)
 	}
-	if err := checkTable(o.table); err != nil {
+	o, err := buildOptions(opts)
+	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*o.busyTimeout+5*time.Second)
+	defer cancel()
+	return open(ctx, path, o)
+}
+
+// open is Open with a context for the checks it runs (store.Open passes its
+// own).
+func open(ctx context.Context, path string, o options) (*Store, error) {
 	memory := isMemory(path)
 	db, err := sql.Open("sqlite", dsn(path, memory, o))
 	if err != nil {
@@ -59,15 +66,9 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	s, err := newStore(db, o)
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
+	s := newStore(db, o)
 	s.owned = true
 	s.immediate = true
-	ctx, cancel := context.WithTimeout(context.Background(), 2*o.busyTimeout+5*time.Second)
-	defer cancel()
 	if err := s.checkOpen(ctx, memory, !overrides(o.pragmas, "journal_mode")); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)

@@ -67,12 +67,12 @@ func TestWrongSchema(t *testing.T) {
 	tables := []struct {
 		name, ddl, want string
 	}{
-		{"missing columns", `CREATE TABLE idemkit_keys (key TEXT PRIMARY KEY, value TEXT)`, `has no column "fingerprint"`},
-		{"wrong type", `CREATE TABLE idemkit_keys (key TEXT PRIMARY KEY, fingerprint TEXT, token TEXT, status TEXT,
+		{"missing columns", `CREATE TABLE idempotency_keys (key TEXT PRIMARY KEY, value TEXT)`, `has no column "fingerprint"`},
+		{"wrong type", `CREATE TABLE idempotency_keys (key TEXT PRIMARY KEY, fingerprint TEXT, token TEXT, status TEXT,
 			response BLOB, locked_until INTEGER, expires_at INTEGER)`, `column "status" has type "TEXT"`},
-		{"key not the primary key", `CREATE TABLE idemkit_keys (key TEXT, fingerprint TEXT, token TEXT, status INTEGER,
+		{"key not the primary key", `CREATE TABLE idempotency_keys (key TEXT, fingerprint TEXT, token TEXT, status INTEGER,
 			response BLOB, locked_until INTEGER, expires_at INTEGER)`, `"key" is not its primary key`},
-		{"composite primary key", `CREATE TABLE idemkit_keys (key TEXT, fingerprint TEXT, token TEXT, status INTEGER,
+		{"composite primary key", `CREATE TABLE idempotency_keys (key TEXT, fingerprint TEXT, token TEXT, status INTEGER,
 			response BLOB, locked_until INTEGER, expires_at INTEGER, PRIMARY KEY (key, token))`, `more columns than "key"`},
 	}
 	for _, tc := range tables {
@@ -136,14 +136,22 @@ func TestBadOptions(t *testing.T) {
 }
 
 func TestSchemaQuotesTheTable(t *testing.T) {
-	assert.Contains(t, sqlite.Schema(""), `CREATE TABLE IF NOT EXISTS "idemkit_keys"`)
-	assert.Contains(t, sqlite.Schema(`a"b`), `"a""b"`)
-	assert.Contains(t, sqlite.Schema(`a"b`), `"a""b_expires_at"`)
+	ddl, err := sqlite.Schema()
+	require.NoError(t, err)
+	assert.Contains(t, ddl, `CREATE TABLE IF NOT EXISTS "idempotency_keys"`)
+	ddl, err = sqlite.Schema(sqlite.WithTable(`a"b`))
+	require.NoError(t, err)
+	assert.Contains(t, ddl, `"a""b"`)
+	assert.Contains(t, ddl, `"a""b_expires_at_idx"`)
+	_, err = sqlite.Schema(sqlite.WithTable(""))
+	require.ErrorIs(t, err, store.ErrInvalid)
 	// The schema is valid SQL a migration tool can run as it is.
 	db, err := sql.Open("sqlite", ":memory:")
 	require.NoError(t, err)
 	t.Cleanup(func() { db.Close() })
-	_, err = db.Exec(sqlite.Schema(`weird "name"; --`))
+	ddl, err = sqlite.Schema(sqlite.WithTable(`weird "name"; --`))
+	require.NoError(t, err)
+	_, err = db.Exec(ddl)
 	require.NoError(t, err)
 	s, err := sqlite.New(db, sqlite.WithTable(`weird "name"; --`))
 	require.NoError(t, err)

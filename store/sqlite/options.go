@@ -1,19 +1,36 @@
 package sqlite
 
 import (
+	"errors"
+	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
+
+	"github.com/idemkit/idemkit/store"
 )
 
-// DefaultTable is the table a Store uses unless WithTable says otherwise.
-const DefaultTable = "idemkit_keys"
+// DefaultTable is the table a Store uses unless WithTable says otherwise. It
+// is the same on every SQL backend of idemkit.
+const DefaultTable = "idempotency_keys"
+
+// MaxTableLen is the longest table name WithTable accepts, in bytes: the
+// same limit as every SQL backend of idemkit, so a name valid on one is
+// valid on all (PostgreSQL's 63-byte identifiers less the index suffix).
+const MaxTableLen = 48
+
+// indexSuffix names the expiry index after its table, as on PostgreSQL.
+const indexSuffix = "_expires_at_idx"
 
 // Defaults for the options below.
 const (
 	DefaultBusyTimeout = 5 * time.Second
 	DefaultPurgeBatch  = 1000
+	DefaultMaxConns    = 8
 )
 
-// Option configures Open and New.
+// Option configures Open and New. An invalid value is reported by Open or
+// New (an error matching store.ErrInvalid), never silently replaced.
 type Option func(*options)
 
 type options struct {
@@ -23,6 +40,9 @@ type options struct {
 	purgeBatch  int
 	pragmas     []string
 	maxConns    int
+	// openOnly names the options given that only Open can apply.
+	openOnly []string
+	errs     []error
 }
 
 func defaultOptions() options {
@@ -31,25 +51,49 @@ func defaultOptions() options {
 		now:         time.Now,
 		busyTimeout: DefaultBusyTimeout,
 		purgeBatch:  DefaultPurgeBatch,
-		maxConns:    8,
+		maxConns:    DefaultMaxConns,
 	}
+}
+
+// buildOptions applies opts to the defaults and returns the first problem
+// with them, wrapped in store.ErrInvalid.
+func buildOptions(opts []Option) (options, error) {
+	o := defaultOptions()
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if err := checkTable(o.table); err != nil {
+		o.errs = append(o.errs, err)
+	}
+	if err := errors.Join(o.errs...); err != nil {
+		return o, fmt.Errorf("%w: %w", store.ErrInvalid, err)
+	}
+	return o, nil
+}
+
+func (o *options) fail(format string, args ...any) {
+	o.errs = append(o.errs, fmt.Errorf(format, args...))
 }
 
 // WithTable sets the name of the table that holds the keys (default
 // DefaultTable). The name is one SQL identifier and is quoted wherever it is
-// used, so any name without a NUL byte is safe; the expiry index is named
-// after it with the suffix "_expires_at".
+// used, so any name of valid UTF-8 without a NUL byte, at most MaxTableLen
+// bytes, is safe; the expiry index is named after it with the suffix
+// "_expires_at_idx".
 func WithTable(name string) Option {
 	return func(o *options) { o.table = name }
 }
 
 // WithClock sets the clock the Store reads to decide when leases and
 // retentions are over (default time.Now). Tests pass a manual clock so they
-// can move time forward without sleeping.
+// can move time forward without sleeping. A nil clock is an error.
 func WithClock(now func() time.Time) Option {
 	return func(o *options) {
-		if now != nil {
-			o.now = now
+		o.now = now
+		if now == nil {
+			o.fail("WithClock: nil clock")
 		}
 	}
 }
@@ -59,22 +103,25 @@ func WithClock(now func() time.Time) Option {
 // and New) a write fails with a LockTimeoutError once no other write has
 // finished for that long; with Open it is also every connection's PRAGMA
 // busy_timeout, the wait for other processes. With New, set busy_timeout in
-// the DSN of your *sql.DB as well.
+// the DSN of your *sql.DB as well. A timeout that is not positive is an error.
 func WithBusyTimeout(d time.Duration) Option {
 	return func(o *options) {
-		if d > 0 {
-			o.busyTimeout = d
+		o.busyTimeout = d
+		if d <= 0 {
+			o.fail("WithBusyTimeout: %v is not positive", d)
 		}
 	}
 }
 
 // WithPurgeBatch sets how many records one Purge statement deletes at most
 // (default DefaultPurgeBatch). Purge runs batch after batch, each its own short
-// write, so other writers are never held up by more than one batch.
+// write, so other writers are never held up by more than one batch. A batch
+// that is not positive is an error.
 func WithPurgeBatch(n int) Option {
 	return func(o *options) {
-		if n > 0 {
-			o.purgeBatch = n
+		o.purgeBatch = n
+		if n <= 0 {
+			o.fail("WithPurgeBatch: %d is not positive", n)
 		}
 	}
 }
@@ -84,20 +131,43 @@ func WithPurgeBatch(n int) Option {
 // every commit reach the disk before it returns (survives a power loss, not
 // only a process crash), WithPragma("foreign_keys(1)") turns on foreign keys.
 // A pragma of the same name as one of Open's (busy_timeout, journal_mode,
-// synchronous) replaces it. New ignores WithPragma: configure the *sql.DB you
-// pass.
+// synchronous) replaces it. An empty pragma is an error. Only Open can apply
+// it: New returns an error for it (put the pragma in the DSN of the *sql.DB
+// you pass).
 func WithPragma(pragma string) Option {
-	return func(o *options) { o.pragmas = append(o.pragmas, pragma) }
-}
-
-// WithMaxConns sets the size of the connection pool Open creates (default 8;
-// readers in WAL mode run in parallel, and the Store's own writes use one
-// connection at a time). A ":memory:" database always has exactly one
-// connection. New ignores it.
-func WithMaxConns(n int) Option {
 	return func(o *options) {
-		if n > 0 {
-			o.maxConns = n
+		o.pragmas = append(o.pragmas, pragma)
+		o.openOnly = append(o.openOnly, "WithPragma")
+		if strings.TrimSpace(pragma) == "" {
+			o.fail("WithPragma: empty pragma")
 		}
 	}
+}
+
+// WithMaxConns sets the size of the connection pool Open creates (default
+// DefaultMaxConns; readers in WAL mode run in parallel, and the Store's own
+// writes use one connection at a time). A ":memory:" database always has
+// exactly one connection. A size that is not positive is an error. Only Open
+// can apply it: New returns an error for it (call SetMaxOpenConns on the
+// *sql.DB you pass).
+func WithMaxConns(n int) Option {
+	return func(o *options) {
+		o.maxConns = n
+		o.openOnly = append(o.openOnly, "WithMaxConns")
+		if n <= 0 {
+			o.fail("WithMaxConns: %d is not positive", n)
+		}
+	}
+}
+
+func checkTable(name string) error {
+	switch {
+	case name == "":
+		return errors.New("WithTable: empty table name")
+	case len(name) > MaxTableLen:
+		return fmt.Errorf("WithTable: table name is %d bytes, longer than %d", len(name), MaxTableLen)
+	case !utf8.ValidString(name) || strings.IndexByte(name, 0) >= 0:
+		return errors.New("WithTable: table name is not valid UTF-8 without NUL")
+	}
+	return nil
 }

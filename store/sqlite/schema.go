@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 )
@@ -13,18 +12,28 @@ const (
 	statusCompleted  = 2
 )
 
-// Schema returns the SQL that creates the table named table (DefaultTable
-// when empty) and its expiry index, for those who put it in their own
-// migrations. Both statements use IF NOT EXISTS. Migrate runs exactly this.
+// Schema returns the SQL that creates the table a Store built with the same
+// options uses (DefaultTable unless WithTable names another) and its expiry
+// index, for those who put it in their own migrations. Both statements use
+// IF NOT EXISTS. Migrate runs exactly this. It fails only for an invalid
+// option, as Open and New do.
 //
 // Times are INTEGER unix microseconds. status is 1 (in progress) or 2
 // (completed). expires_at is when the record becomes absent: the end of the
 // lease while in progress (then equal to locked_until), the end of the
 // retention once completed (then locked_until is 0).
-func Schema(table string) string {
-	if table == "" {
-		table = DefaultTable
+func Schema(opts ...Option) (string, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return "", fmt.Errorf("sqlite: schema: %w", err)
 	}
+	return schemaSQL(o.table), nil
+}
+
+// Schema returns the SQL for this Store's table; see the package-level Schema.
+func (s *Store) Schema() string { return schemaSQL(s.table) }
+
+func schemaSQL(table string) string {
 	return tableSQL(table) + ";\n" + indexSQL(table) + ";\n"
 }
 
@@ -41,22 +50,12 @@ func tableSQL(table string) string {
 }
 
 func indexSQL(table string) string {
-	return `CREATE INDEX IF NOT EXISTS ` + quoteIdent(table+"_expires_at") + ` ON ` + quoteIdent(table) + ` (expires_at)`
+	return `CREATE INDEX IF NOT EXISTS ` + quoteIdent(table+indexSuffix) + ` ON ` + quoteIdent(table) + ` (expires_at)`
 }
 
 // quoteIdent quotes name as one SQL identifier.
 func quoteIdent(name string) string {
 	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
-}
-
-func checkTable(name string) error {
-	switch {
-	case name == "":
-		return errors.New("empty table name")
-	case strings.IndexByte(name, 0) >= 0:
-		return fmt.Errorf("table name %q contains a NUL byte", name)
-	}
-	return nil
 }
 
 // columns the Store reads and writes, with the type affinity each needs.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,19 +69,20 @@ type Store struct {
 // Close does not close db.
 func New(db *sql.DB, opts ...Option) (*Store, error) {
 	if db == nil {
-		return nil, errors.New("sqlite: new: nil *sql.DB")
+		return nil, fmt.Errorf("sqlite: new: %w: nil *sql.DB", store.ErrInvalid)
 	}
-	o := defaultOptions()
-	for _, opt := range opts {
-		opt(&o)
-	}
-	return newStore(db, o)
-}
-
-func newStore(db *sql.DB, o options) (*Store, error) {
-	if err := checkTable(o.table); err != nil {
+	o, err := buildOptions(opts)
+	if err != nil {
 		return nil, fmt.Errorf("sqlite: new: %w", err)
 	}
+	if len(o.openOnly) > 0 {
+		return nil, fmt.Errorf("sqlite: new: %w: %s applies only to Open; configure the *sql.DB you pass instead",
+			store.ErrInvalid, strings.Join(o.openOnly, " and "))
+	}
+	return newStore(db, o), nil
+}
+
+func newStore(db *sql.DB, o options) *Store {
 	s := &Store{
 		db:    db,
 		table: o.table,
@@ -93,7 +95,7 @@ func newStore(db *sql.DB, o options) (*Store, error) {
 	for i := range s.stmts {
 		s.stmts[i].query = buildQuery(stmtID(i), quoteIdent(o.table))
 	}
-	return s, nil
+	return s
 }
 
 // DB returns the database the Store uses, for the caller's own statements
@@ -101,8 +103,9 @@ func newStore(db *sql.DB, o options) (*Store, error) {
 // &sql.TxOptions{ReadOnly: true} to BeginTx for a read-only one).
 func (s *Store) DB() *sql.DB { return s.db }
 
-// Table returns the name of the Store's table, unquoted.
-func (s *Store) Table() string { return s.table }
+// Table returns the name of the Store's table as its statements write it:
+// quoted as an identifier, as on every SQL backend of idemkit.
+func (s *Store) Table() string { return quoteIdent(s.table) }
 
 // Close releases the Store's prepared statements and, when the Store was made
 // by Open, closes the database. It is safe to call more than once; the Store

@@ -204,7 +204,7 @@ func TestPurgeBatches(t *testing.T) {
 	assert.Equal(t, int64(10), n)
 	assert.Equal(t, []int64{3, 3, 3, 1}, batches, "one statement per batch of at most 3")
 	var left int
-	require.NoError(t, s.DB().QueryRow(`SELECT count(*) FROM idemkit_keys`).Scan(&left))
+	require.NoError(t, s.DB().QueryRow(`SELECT count(*) FROM idempotency_keys`).Scan(&left))
 	assert.Equal(t, 1, left)
 	_, err = s.Get(t.Context(), "live")
 	assert.NoError(t, err)
@@ -224,5 +224,5 @@ func TestPurgeUsesIndex(t *testing.T) {
 		plan = append(plan, detail)
 	}
 	require.NoError(t, rows.Err())
-	assert.Contains(t, plan, "SEARCH idemkit_keys USING INDEX idemkit_keys_expires_at (expires_at<?)", "plan: %q", plan)
+	assert.Contains(t, plan, "SEARCH idempotency_keys USING INDEX idempotency_keys_expires_at_idx (expires_at<?)", "plan: %q", plan)
 }

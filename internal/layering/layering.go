@@ -1,0 +1,154 @@
+// Package layering checks that the module's imports run only down the
+// layout table of docs/DESIGN.md. Its test runs the check on the module as
+// it is; CI runs that test.
+//
+// The table, as rules:
+//
+//	store                      the standard library only
+//	keyer                      the standard library only
+//	storetest                  store and the standard library
+//	store/<backend>            store, its own driver, the standard library; never another backend
+//	idem (the engine)          store, keyer
+//	httpidem                   idem, store, keyer
+//	dedup                      idem, store
+//	internal/<test helper>     imported only by tests (and by other test helpers)
+//	examples/..., cmd/...      imported by nothing
+//
+// A library package (everything but examples, cmd and internal) imports no
+// internal package outside its tests, and no third-party module other than
+// its backend's driver.
+package layering
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Module is the module path the rules are written for.
+const Module = "github.com/idemkit/idemkit"
+
+// Package is what the check needs of one package, as `go list -json`
+// reports it.
+type Package struct {
+	ImportPath   string
+	Imports      []string // non-test imports
+	TestImports  []string // imports of the package's own _test files
+	XTestImports []string // imports of its external _test package
+}
+
+// drivers lists the third-party import path prefixes each backend may use.
+var drivers = map[string][]string{
+	"store/memory":   nil,
+	"store/sqlite":   {"modernc.org/sqlite"},
+	"store/postgres": {"github.com/jackc/pgx/v5"},
+	"store/redis":    {"github.com/redis/go-redis/v9"},
+	"store/mysql":    {"github.com/go-sql-driver/mysql"},
+}
+
+// allowed lists, for each library package, the packages of the module it
+// may import outside its tests.
+var allowed = map[string][]string{
+	"store":     {},
+	"keyer":     {},
+	"storetest": {"store"},
+	"idem":      {"store", "keyer"},
+	"httpidem":  {"idem", "store", "keyer"},
+	"dedup":     {"idem", "store"},
+}
+
+// libraryInternal lists the internal packages that are not test helpers:
+// support code for cmd and examples, which may import them.
+var libraryInternal = []string{"internal/loadtest"}
+
+// rel returns path relative to the module, and whether it is in the module.
+func rel(path string) (string, bool) {
+	if path == Module {
+		return "", true
+	}
+	r, ok := strings.CutPrefix(path, Module+"/")
+	return r, ok
+}
+
+func isStd(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
+}
+
+func isBackend(r string) bool {
+	_, ok := drivers[r]
+	return ok || (strings.HasPrefix(r, "store/") && !strings.Contains(strings.TrimPrefix(r, "store/"), "/"))
+}
+
+func isTestHelper(r string) bool {
+	return strings.HasPrefix(r, "internal/") && !slices.Contains(libraryInternal, r)
+}
+
+func isApp(r string) bool {
+	return r == "examples" || strings.HasPrefix(r, "examples/") || r == "cmd" || strings.HasPrefix(r, "cmd/")
+}
+
+// Check returns one line for every import that goes up the table, sorted.
+func Check(pkgs []Package) []string {
+	var bad []string
+	for _, p := range pkgs {
+		from, ok := rel(p.ImportPath)
+		if !ok {
+			continue
+		}
+		fail := func(imp, why string) {
+			bad = append(bad, fmt.Sprintf("%s imports %s: %s", p.ImportPath, imp, why))
+		}
+		// Nothing imports examples or cmd, tests included.
+		for _, imp := range slices.Concat(p.Imports, p.TestImports, p.XTestImports) {
+			if r, ok := rel(imp); ok && isApp(r) && !strings.HasPrefix(from, r) {
+				fail(imp, "nothing imports examples or cmd")
+			}
+		}
+		// Tests of a backend may not bring in another backend either.
+		if isBackend(from) {
+			for _, imp := range slices.Concat(p.TestImports, p.XTestImports) {
+				if r, ok := rel(imp); ok && isBackend(r) && r != from {
+					fail(imp, "a backend's tests import no other backend")
+				}
+			}
+		}
+		if isApp(from) || strings.HasPrefix(from, "internal/") {
+			for _, imp := range p.Imports {
+				if r, ok := rel(imp); ok && isTestHelper(r) && !isTestHelper(from) {
+					fail(imp, "internal test helpers are imported only by tests")
+				}
+			}
+			continue
+		}
+		for _, imp := range p.Imports {
+			if isStd(imp) {
+				continue
+			}
+			r, inModule := rel(imp)
+			switch {
+			case !inModule:
+				if !isBackend(from) || !slices.ContainsFunc(drivers[from], func(d string) bool { return imp == d || strings.HasPrefix(imp, d+"/") }) {
+					fail(imp, "a library package imports no third-party module but its backend's driver")
+				}
+			case strings.HasPrefix(r, "internal/"):
+				fail(imp, "a library package imports no internal package outside its tests")
+			case isBackend(from):
+				if r != "store" {
+					fail(imp, "a backend imports only store of this module")
+				}
+			default:
+				may, known := allowed[from]
+				switch {
+				case !known:
+					fail(imp, "package "+from+" is not in DESIGN.md's layout table: add it there and to internal/layering")
+				case !slices.Contains(may, r):
+					fail(imp, fmt.Sprintf("%s may import only %v of this module", from, may))
+				}
+			}
+		}
+	}
+	sort.Strings(bad)
+	return slices.Compact(bad)
+}

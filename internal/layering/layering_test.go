@@ -1,0 +1,94 @@
+package layering
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestModule runs the check on the module as it is.
+func TestModule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list on the whole module")
+	}
+	cmd := exec.Command("go", "list", "-json=ImportPath,Imports,TestImports,XTestImports", Module+"/...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.Bytes())
+	}
+	var pkgs []Package
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p Package
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) < 10 {
+		t.Fatalf("go list found only %d packages", len(pkgs))
+	}
+	for _, line := range Check(pkgs) {
+		t.Error(line)
+	}
+}
+
+// TestCheckFindsViolations feeds the check one package for each rule
+// broken, and one of each kind that keeps the rules.
+func TestCheckFindsViolations(t *testing.T) {
+	m := func(r string) string { return Module + "/" + r }
+	pkgs := []Package{
+		// Good.
+		{ImportPath: m("store"), Imports: []string{"context", "net/url"}},
+		{ImportPath: m("store/postgres"), Imports: []string{m("store"), "github.com/jackc/pgx/v5/pgxpool"}, XTestImports: []string{m("internal/testenv"), m("storetest")}},
+		{ImportPath: m("httpidem"), Imports: []string{m("store"), m("keyer"), m("idem")}},
+		{ImportPath: m("examples/payments"), Imports: []string{m("store/sqlite"), m("httpidem")}, TestImports: []string{m("internal/testenv")}},
+		{ImportPath: m("cmd/idemload"), Imports: []string{m("internal/loadtest")}},
+		// Bad, one each.
+		{ImportPath: m("store"), Imports: []string{m("store/memory")}},
+		{ImportPath: m("keyer"), Imports: []string{"github.com/stretchr/testify/assert"}},
+		{ImportPath: m("store/redis"), Imports: []string{m("store/sqlite")}},
+		{ImportPath: m("store/redis"), Imports: []string{"github.com/jackc/pgx/v5"}},
+		{ImportPath: m("store/memory"), XTestImports: []string{m("store/redis")}},
+		{ImportPath: m("dedup"), Imports: []string{m("httpidem")}},
+		{ImportPath: m("storetest"), Imports: []string{m("internal/testenv")}},
+		{ImportPath: m("httpidem"), TestImports: []string{m("examples/payments")}},
+		{ImportPath: m("cmd/idemload"), Imports: []string{m("internal/testenv")}},
+		{ImportPath: m("newpkg"), Imports: []string{m("store")}},
+	}
+	got := Check(pkgs)
+	want := []string{
+		"cmd/idemload imports " + m("internal/testenv"),
+		"dedup imports " + m("httpidem"),
+		"httpidem imports " + m("examples/payments"),
+		"keyer imports github.com/stretchr/testify/assert",
+		"newpkg imports " + m("store") + ": package newpkg is not in DESIGN.md's layout table",
+		"store imports " + m("store/memory"),
+		"store/memory imports " + m("store/redis"),
+		"store/redis imports " + m("store/sqlite"),
+		"store/redis imports github.com/jackc/pgx/v5",
+		"storetest imports " + m("internal/testenv"),
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Check found %d violations, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+	for _, w := range want {
+		found := false
+		for _, g := range got {
+			if strings.Contains(g, w) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no violation %q among:\n%s", w, strings.Join(got, "\n"))
+		}
+	}
+}
