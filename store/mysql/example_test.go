@@ -29,7 +29,7 @@ func ExampleSchema() {
 	// 	response    LONGBLOB NULL,
 	// 	expires_at  DATETIME(6) NOT NULL,
 	// 	PRIMARY KEY (`key`),
-	// 	KEY expires_at_idx (expires_at)
+	// 	KEY `idempotency_keys_expires_at_idx` (expires_at)
 	// ) ENGINE=InnoDB;
 }
 

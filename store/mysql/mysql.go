@@ -21,8 +21,12 @@ const DefaultTable = "idempotency_keys"
 // WithPurgeBatch says otherwise.
 const DefaultPurgeBatch = 1000
 
-// maxIdentLen is MySQL's and MariaDB's limit on a table name, in characters.
-const maxIdentLen = 64
+// maxTableLen is the SQL backends' common limit on a table name, in bytes
+// (docs/DESIGN.md); "<table>_expires_at_idx" then stays within MySQL's
+// 64-character limit on index names.
+const maxTableLen = 48
+
+const indexSuffix = "_expires_at_idx"
 
 // Store is a store.Store, store.Purger and store.Transactor on a MySQL or
 // MariaDB (InnoDB) table, reached through a *sql.DB opened with the driver
@@ -39,6 +43,10 @@ type Store struct {
 	table string // quoted with backticks
 	stmts *stmtCache
 	stats *stats
+
+	// closeDB, set when store.Open made the *sql.DB, closes it.
+	closeDB   func() error
+	closeOnce sync.Once
 }
 
 var (
@@ -62,14 +70,17 @@ type options struct {
 type Option func(*options)
 
 // WithTable sets the table's name (DefaultTable otherwise). It is always
-// quoted as an identifier, so any name MySQL accepts is safe: at most 64
-// characters of the Basic Multilingual Plane, no NUL, no trailing space.
+// quoted as an identifier, so any name MySQL accepts is safe: at most 48
+// bytes of UTF-8 within the Basic Multilingual Plane, no NUL, no trailing
+// space. An invalid name makes New fail with an error matching
+// store.ErrInvalid.
 func WithTable(name string) Option {
 	return func(o *options) { o.table = name }
 }
 
 // WithPurgeBatch sets how many rows each of Purge's DELETE statements removes
-// (DefaultPurgeBatch otherwise), which bounds how long it holds row locks.
+// (DefaultPurgeBatch otherwise), which bounds how long it holds row locks;
+// n must be positive.
 func WithPurgeBatch(n int) Option {
 	return func(o *options) { o.purgeBatch = n }
 }
@@ -79,10 +90,11 @@ func WithPurgeBatch(n int) Option {
 // flags: the Store does not depend on parseTime, loc, time_zone,
 // clientFoundRows or interpolateParams). It does not touch the database:
 // create the table with Migrate or with the SQL from Schema first. New fails
-// only for a nil db or an invalid option.
+// only for a nil db or an invalid option, with an error that matches
+// store.ErrInvalid. Close does not close db.
 func New(db *sql.DB, opts ...Option) (*Store, error) {
 	if db == nil {
-		return nil, errors.New("mysql: new: nil *sql.DB")
+		return nil, fmt.Errorf("mysql: new: %w: nil *sql.DB", store.ErrInvalid)
 	}
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -109,7 +121,7 @@ func buildOptions(opts []Option) (options, error) {
 		return o, err
 	}
 	if o.purgeBatch <= 0 {
-		return o, fmt.Errorf("mysql: new: purge batch %d is not positive", o.purgeBatch)
+		return o, fmt.Errorf("mysql: new: %w: purge batch %d is not positive", store.ErrInvalid, o.purgeBatch)
 	}
 	return o, nil
 }
@@ -117,17 +129,17 @@ func buildOptions(opts []Option) (options, error) {
 func checkIdent(name string) error {
 	switch {
 	case name == "":
-		return errors.New("mysql: new: empty table name")
+		return fmt.Errorf("mysql: new: %w: empty table name", store.ErrInvalid)
+	case len(name) > maxTableLen:
+		return fmt.Errorf("mysql: new: %w: table name is %d bytes, longer than %d", store.ErrInvalid, len(name), maxTableLen)
 	case !utf8.ValidString(name) || strings.IndexByte(name, 0) >= 0:
-		return errors.New("mysql: new: table name is not valid UTF-8 without NUL")
-	case utf8.RuneCountInString(name) > maxIdentLen:
-		return fmt.Errorf("mysql: new: table name is %d characters, longer than %d", utf8.RuneCountInString(name), maxIdentLen)
+		return fmt.Errorf("mysql: new: %w: table name is not valid UTF-8 without NUL", store.ErrInvalid)
 	case strings.HasSuffix(name, " "):
-		return errors.New("mysql: new: table name ends with a space")
+		return fmt.Errorf("mysql: new: %w: table name ends with a space", store.ErrInvalid)
 	}
 	for _, r := range name {
 		if r > 0xFFFF {
-			return fmt.Errorf("mysql: new: table name contains %q, outside the Basic Multilingual Plane", r)
+			return fmt.Errorf("mysql: new: %w: table name contains %q, outside the Basic Multilingual Plane", store.ErrInvalid, r)
 		}
 	}
 	return nil
@@ -141,10 +153,17 @@ func quoteIdent(name string) string {
 // with backticks.
 func (s *Store) Table() string { return s.table }
 
-// Close releases the statements the Store prepared on db's connections. It
-// does not close db. A Store used after Close prepares them again.
+// Close releases the statements the Store prepared on its *sql.DB's
+// connections, and closes the *sql.DB when store.Open made it; one passed to
+// New stays open. It is safe to call twice.
 func (s *Store) Close() error {
-	return s.stmts.close()
+	err := s.stmts.close()
+	s.closeOnce.Do(func() {
+		if s.closeDB != nil {
+			err = errors.Join(err, s.closeDB())
+		}
+	})
+	return err
 }
 
 // stmtCache prepares each statement on the *sql.DB the first time it is

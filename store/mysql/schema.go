@@ -31,7 +31,7 @@ import (
 //		response    LONGBLOB NULL,
 //		expires_at  DATETIME(6) NOT NULL,
 //		PRIMARY KEY (`key`),
-//		KEY expires_at_idx (expires_at)
+//		KEY `idempotency_keys_expires_at_idx` (expires_at)
 //	) ENGINE=InnoDB;
 //
 // It fails only for the same invalid options as New.
@@ -55,7 +55,7 @@ func createTableSQL(o options) string {
 	response    LONGBLOB NULL,
 	expires_at  DATETIME(6) NOT NULL,
 	PRIMARY KEY (` + "`key`" + `),
-	KEY expires_at_idx (expires_at)
+	KEY ` + quoteIdent(o.table+indexSuffix) + ` (expires_at)
 ) ENGINE=InnoDB`
 }
 

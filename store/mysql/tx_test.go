@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -178,22 +179,22 @@ func TestOptions(t *testing.T) {
 		opts []Option
 	}{
 		{"empty table", []Option{WithTable("")}},
-		{"long table", []Option{WithTable(string(make([]byte, 65)))}},
+		{"long table", []Option{WithTable(strings.Repeat("t", maxTableLen+1))}},
 		{"NUL", []Option{WithTable("a\x00b")}},
 		{"trailing space", []Option{WithTable("keys ")}},
 		{"emoji", []Option{WithTable("keys😀")}},
 		{"purge batch", []Option{WithPurgeBatch(0)}},
 	} {
 		_, err := New(testDBOrNil(), tc.opts...)
-		assert.Error(t, err, tc.name)
+		assert.ErrorIs(t, err, store.ErrInvalid, tc.name)
 		_, err = Schema(tc.opts...)
-		assert.Error(t, err, tc.name)
+		assert.ErrorIs(t, err, store.ErrInvalid, tc.name)
 	}
 	_, err := New(nil)
-	assert.Error(t, err)
+	assert.ErrorIs(t, err, store.ErrInvalid)
 
 	db := testDB(t)
-	s, err := New(db, WithTable("my `keys`; drop "+uniqueName("")))
+	s, err := New(db, WithTable("my `kéys`; drop "+uniqueName("")))
 	require.NoError(t, err)
 	require.NoError(t, s.Migrate(t.Context()))
 	dropOnCleanup(t, s)
