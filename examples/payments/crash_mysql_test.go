@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"errors"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/internal/testenv"
+	"github.com/idemkit/idemkit/store"
 )
 
 // mysqlStoreCase is the demo on MySQL/MariaDB in transactional mode, for
@@ -49,4 +51,47 @@ func TestMySQLStoreURL(t *testing.T) {
 	assert.Error(t, err)
 	_, err = mysqlStoreURL("root@unix(/run/mysqld/mysqld.sock)/test", "")
 	assert.Error(t, err)
+}
+
+// TestMySQLLedger: on a store opened from the mysql case's URL, the ledger
+// writes a payment only inside the store's transaction, and rolls back with
+// it.
+func TestMySQLLedger(t *testing.T) {
+	cfg := mysqlStoreCase().cfg(t)
+	ctx := t.Context()
+	st, err := store.Open(ctx, cfg.StoreURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close(st) })
+	require.NoError(t, store.Migrate(ctx, st))
+	led, ok, err := mysqlLedgerFor(ctx, st, cfg.PaymentsTable)
+	require.True(t, ok)
+	require.NoError(t, err)
+	_, err = led.create(ctx, "alice", 1)
+	assert.ErrorIs(t, err, errNoTx)
+	tx := st.(store.Transactor)
+	var kept payment
+	require.NoError(t, tx.InTx(ctx, func(ctx context.Context, _ store.Store) error {
+		kept, err = led.create(ctx, "alice", 1990)
+		return err
+	}))
+	boom := errors.New("boom")
+	require.ErrorIs(t, tx.InTx(ctx, func(ctx context.Context, _ store.Store) error {
+		if _, err := led.create(ctx, "bob", 5); err != nil {
+			return err
+		}
+		return boom
+	}), boom)
+	ps, err := led.list(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []payment{kept}, ps)
+	p, found, err := led.(*mysqlLedger).get(ctx, kept.ID)
+	require.NoError(t, err)
+	assert.True(t, found)
+	assert.Equal(t, kept, p)
+	_, found, err = led.(*mysqlLedger).get(ctx, kept.ID+1)
+	require.NoError(t, err)
+	assert.False(t, found)
+	_, ok, err = mysqlLedgerFor(ctx, nil, cfg.PaymentsTable)
+	assert.False(t, ok)
+	assert.NoError(t, err)
 }
