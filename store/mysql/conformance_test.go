@@ -22,7 +22,8 @@ func TestConformance(t *testing.T) {
 // TestConformanceFlags runs the suite on a pool whose DSN changes what
 // could trip a MySQL backend: clientFoundRows (affected rows count matched,
 // not changed, rows), READ COMMITTED, a session time_zone far from UTC,
-// parseTime with a non-UTC loc, and interpolateParams.
+// parseTime with a non-UTC loc, interpolateParams, and a non-strict
+// sql_mode with ANSI_QUOTES.
 func TestConformanceFlags(t *testing.T) {
 	db := openDB(t, 16, func(c *dsnConfig) {
 		c.ClientFoundRows = true
@@ -33,6 +34,9 @@ func TestConformanceFlags(t *testing.T) {
 		}
 		withIsolation(t, "READ-COMMITTED")(c)
 		c.Params["time_zone"] = "'+05:30'"
+		// Not strict (a too-long value would be truncated with a warning,
+		// not refused) and "..." quoting identifiers.
+		c.Params["sql_mode"] = "'ANSI_QUOTES'"
 	})
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T) storetest.Subject {
