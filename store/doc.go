@@ -24,7 +24,7 @@
 //	Claim(k, fp, t)        completed, same fp                       Completed, with the record: replay Record.Response
 //	Claim(k, fp2, t)       live record with another fingerprint     Mismatch (checked before in progress)
 //	Complete(k, t, resp)   in progress by t                         completed, kept until now+retention
-//	Complete(k, t, resp)   completed by t                           nil: a retried Complete succeeds, latest response kept
+//	Complete(k, t, resp)   completed by t                           nil: a retried Complete succeeds, FIRST response and retention kept
 //	Complete(k, t, resp)   absent, or another token's record        ErrLeaseLost, nothing changes
 //	Release(k, t)          in progress by t                         absent
 //	Release(k, t)          anything else                            nil, nothing changes

@@ -25,9 +25,11 @@ type Store interface {
 	Claim(ctx context.Context, key, fingerprint string, token Token, lease time.Duration) (Claim, error)
 
 	// Complete stores response for key and marks it completed, to be kept for
-	// retention. It succeeds when token holds the key, and also when token
-	// already completed it (the retried Complete keeps the latest response and
-	// retention). Otherwise it returns ErrLeaseLost and changes nothing.
+	// retention. It succeeds when token holds the key. When token already
+	// completed the key, a retried Complete returns nil and changes nothing:
+	// the first response and retention stay, because a client may already
+	// have been replayed the first response, and a replay must never change.
+	// Otherwise it returns ErrLeaseLost and changes nothing.
 	Complete(ctx context.Context, key string, token Token, response []byte, retention time.Duration) error
 
 	// Release gives up token's claim on key, making it absent so a retry can
@@ -152,6 +154,11 @@ type Purger interface {
 // everything rolls back. If fn returns nil after acquiring a key without
 // completing or releasing it, the claim commits in progress and holds the key
 // until its lease lapses.
+//
+// A store joins only its own transactions: another Store (on another
+// database or table) called with fn's context runs outside this
+// transaction, as if the context carried none. A Claim that waits behind a
+// transaction holding its key returns when its own context ends.
 type Transactor interface {
 	InTx(ctx context.Context, fn func(ctx context.Context, s Store) error) error
 }

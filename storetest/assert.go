@@ -108,7 +108,7 @@ func (e *env) checkInProgress(what string, r store.Record, fp string, tok store.
 	if len(r.Response) != 0 {
 		e.Errorf("%s: in-progress record has a %d-byte response, want none", what, len(r.Response))
 	}
-	if !r.LockedUntil.Equal(r.ExpiresAt) {
+	if d := r.LockedUntil.Sub(r.ExpiresAt); d > e.h.Jitter || d < -e.h.Jitter {
 		e.Errorf("%s: in progress with LockedUntil %v != ExpiresAt %v", what, r.LockedUntil, r.ExpiresAt)
 	}
 }
@@ -139,6 +139,24 @@ func (e *env) wantNear(what string, got, want time.Time) {
 	e.Helper()
 	if d := got.Sub(want); d > e.h.Tolerance || d < -e.h.Tolerance {
 		e.Errorf("%s = %v, want %v ± %v (off by %v)", what, got, want, e.h.Tolerance, d)
+	}
+}
+
+// wantSame checks that a deadline the store reported again did not move:
+// got is within the harness's Jitter of want.
+func (e *env) wantSame(what string, got, want time.Time) {
+	e.Helper()
+	if d := got.Sub(want); d > e.h.Jitter || d < -e.h.Jitter {
+		e.Errorf("%s = %v, want it unchanged at %v ± %v (moved by %v)", what, got, want, e.h.Jitter, d)
+	}
+}
+
+// wantMoved checks that a renewal moved a deadline later by at least
+// what the gap between the calls allows, less jitter.
+func (e *env) wantMoved(what string, got, was time.Time, gap time.Duration) {
+	e.Helper()
+	if d := got.Sub(was); d < gap-e.h.Jitter {
+		e.Errorf("%s = %v, want it at least %v later than %v (it moved by %v): the lease was not renewed", what, got, gap-e.h.Jitter, was, d)
 	}
 }
 

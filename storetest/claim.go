@@ -15,9 +15,7 @@ var claimCases = []testCase{
 		c := e.claimWant("k", "fp", tok, long, store.Acquired)
 		e.wantNear("LockedUntil after Claim", c.Record.LockedUntil, before.Add(long))
 		r := e.wantInProgress("k", "fp", tok)
-		if !r.LockedUntil.Equal(c.Record.LockedUntil) {
-			e.Errorf("Get: LockedUntil %v differs from the one Claim returned, %v", r.LockedUntil, c.Record.LockedUntil)
-		}
+		e.wantSame("Get's LockedUntil (the one Claim returned)", r.LockedUntil, c.Record.LockedUntil)
 	}},
 	{"EmptyFingerprint", func(e *env) {
 		t1, t2 := store.NewToken(), store.NewToken()
@@ -27,26 +25,25 @@ var claimCases = []testCase{
 	}},
 	{"Reentrant", func(e *env) {
 		tok := store.NewToken()
+		// The gap is long enough to tell a renewal from jitter.
 		first := e.claimWant("k", "fp", tok, long, store.Acquired)
 		e.wait(e.gap())
 		before := e.now()
 		again := e.claimWant("k", "fp", tok, long, store.Acquired)
-		if !again.Record.LockedUntil.After(first.Record.LockedUntil) {
-			e.Errorf("re-entrant Claim did not renew the lease: LockedUntil %v, was %v", again.Record.LockedUntil, first.Record.LockedUntil)
-		}
+		e.wantMoved("re-entrant Claim's LockedUntil", again.Record.LockedUntil, first.Record.LockedUntil, e.gap())
 		e.wantNear("LockedUntil after renewal", again.Record.LockedUntil, before.Add(long))
-		e.wantInProgress("k", "fp", tok)
+		r := e.wantInProgress("k", "fp", tok)
+		e.wantMoved("Get's LockedUntil after the renewal", r.LockedUntil, first.Record.LockedUntil, e.gap())
 	}},
 	{"InProgressOtherToken", func(e *env) {
 		t1, t2 := store.NewToken(), store.NewToken()
 		first := e.claimWant("k", "fp", t1, long, store.Acquired)
+		e.wait(e.gap()) // so that a lease moved by the other Claim shows
 		c := e.claimWant("k", "fp", t2, long, store.InProgress)
 		e.checkInProgress("InProgress result", c.Record, "fp", t1)
-		e.wantNear("InProgress result's LockedUntil (the holder's)", c.Record.LockedUntil, first.Record.LockedUntil)
+		e.wantSame("InProgress result's LockedUntil (the holder's)", c.Record.LockedUntil, first.Record.LockedUntil)
 		r := e.wantInProgress("k", "fp", t1)
-		if !r.LockedUntil.Equal(first.Record.LockedUntil) {
-			e.Errorf("another token's Claim moved the holder's lease from %v to %v", first.Record.LockedUntil, r.LockedUntil)
-		}
+		e.wantSame("the holder's LockedUntil after another token's Claim", r.LockedUntil, first.Record.LockedUntil)
 	}},
 	{"CompletedReplay", func(e *env) {
 		t1, t2 := store.NewToken(), store.NewToken()
@@ -108,7 +105,7 @@ var claimCases = []testCase{
 		e.wantInProgress("k", "fp2", t2)
 	}},
 	{"KeysIndependent", func(e *env) {
-		keys := []string{"a", "a:", "A", ":a", "a\u00e9", "\u00e9a", "a b", "a/b", strings.Repeat("x", store.MaxKeyLen)}
+		keys := []string{"a", "a:", "A", ":a", "a\u00e9", "\u00e9a", "a b", "a/b", strings.Repeat("x", e.h.MaxKeyLen)}
 		toks := tokens(len(keys))
 		for i, k := range keys {
 			e.claimWant(k, "fp", toks[i], long, store.Acquired)

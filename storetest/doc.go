@@ -16,9 +16,27 @@
 // Run checks every row of the state machine documented in package store and
 // the rules under it, each in a subtest with a readable name
 // (Claim/ConcurrentSameKey, Complete/OtherToken, Fencing/CompleteAfterTakeover,
-// ...) so a failure says which rule broke. Optional interfaces (store.Purger,
-// store.Transactor) are tested when the store implements them and skipped
-// otherwise.
+// ...) so a failure says which rule broke. The groups:
+//
+//   - Claim, Complete, Release, Get: every row of the table, and atomicity
+//     raced with real goroutines over fresh keys and over every state a
+//     takeover starts from (a lapsed lease, a record past its retention, a
+//     released key), and Get during writes.
+//   - Fencing: a lapsed holder's Complete and Release, in sequence and raced
+//     against a takeover, never touch the new holder's record.
+//   - Expiry: leases and retentions last as long as asked; renewals count.
+//   - Strings: keys, fingerprints, tokens and responses in the shapes
+//     storage engines mangle (case, spaces, Unicode forms, long prefixes,
+//     every byte value, 4 MiB) stay distinct and byte-exact.
+//   - Errors: invalid arguments and ended contexts.
+//   - Purger, Transactor: the optional interfaces, tested when the store
+//     implements them and skipped otherwise. The cases about the caller's
+//     own writes need Subject.Effect and Subject.CountEffects.
+//   - Model: random sequences against a reference model of the contract.
+//
+// Deadlines are compared within Harness.Tolerance and Harness.Jitter, so a
+// store that derives them from a TTL passes. RunBenchmarks measures any
+// backend with the benchmarks this module's backends run.
 //
 // The suite imports only the standard library, so a third-party backend
 // inherits no test dependency.

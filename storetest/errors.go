@@ -13,7 +13,7 @@ var errorCases = []testCase{
 	{"InvalidArguments", func(e *env) {
 		held := store.NewToken()
 		e.claimWant("held", "fp", held, long, store.Acquired)
-		tooLongKey := strings.Repeat("k", store.MaxKeyLen+1)
+		tooLongKey := strings.Repeat("k", e.h.MaxKeyLen+1)
 		bad := []struct {
 			name string
 			key  string // the key the call would have written, checked afterwards
@@ -27,7 +27,7 @@ var errorCases = []testCase{
 			{"Claim key with NUL", "", func() error { _, err := e.s.Claim(e.ctx, "k4\x00", "fp", held, long); return err }},
 			{"Claim key not UTF-8", "", func() error { _, err := e.s.Claim(e.ctx, "k5\xff", "fp", held, long); return err }},
 			{"Claim fingerprint too long", "k6", func() error {
-				_, err := e.s.Claim(e.ctx, "k6", strings.Repeat("f", store.MaxFingerprintLen+1), held, long)
+				_, err := e.s.Claim(e.ctx, "k6", strings.Repeat("f", e.h.MaxFingerprintLen+1), held, long)
 				return err
 			}},
 			{"Claim token too long", "k7", func() error {
@@ -83,9 +83,7 @@ var errorCases = []testCase{
 		}
 		e.wantAbsent("k", "after a Claim with a cancelled context")
 		r := e.wantInProgress("held", "fp", held)
-		if !r.LockedUntil.Equal(first.Record.LockedUntil) {
-			e.Errorf("a renewal with a cancelled context moved the lease from %v to %v", first.Record.LockedUntil, r.LockedUntil)
-		}
+		e.wantSame("LockedUntil after a renewal with a cancelled context", r.LockedUntil, first.Record.LockedUntil)
 	}},
 	{"ExpiredDeadline", func(e *env) {
 		ctx, cancel := context.WithDeadline(e.ctx, time.Now().Add(-time.Second))

@@ -29,3 +29,22 @@ func Example_wiringABackend() {
 	}
 	_ = testConformance
 }
+
+// RunBenchmarks measures any backend with the benchmarks this module's
+// backends run (Cycle, Replay, Contended). Call it from a Benchmark function
+// with a NewBench that returns the store to measure.
+func ExampleRunBenchmarks() {
+	benchmarkStore := func(b *testing.B) { // func BenchmarkStore(b *testing.B) in your _test.go file
+		storetest.RunBenchmarks(b, storetest.Harness{
+			NewBench: func(b *testing.B) storetest.Subject {
+				s, err := memory.New()
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { s.Close() })
+				return storetest.Subject{Store: s}
+			},
+		})
+	}
+	_ = benchmarkStore
+}

@@ -12,11 +12,10 @@ var fencingCases = []testCase{
 		e.claimWant("k", "fp", old, e.short(), store.Acquired)
 		e.lapse(e.short())
 		taken := e.claimWant("k", "fp", cur, long, store.Acquired)
+		e.wait(e.gap())
 		e.wantLeaseLost(e.complete("k", old, []byte("stale"), long), "Complete by the old holder after another token took over")
 		r := e.wantInProgress("k", "fp", cur)
-		if !r.LockedUntil.Equal(taken.Record.LockedUntil) {
-			e.Errorf("the stale Complete moved the new holder's lease from %v to %v", taken.Record.LockedUntil, r.LockedUntil)
-		}
+		e.wantSame("the new holder's LockedUntil after the stale Complete", r.LockedUntil, taken.Record.LockedUntil)
 		e.mustComplete("k", cur, []byte("fresh"), long)
 		e.wantCompleted("k", "fp", cur, []byte("fresh"))
 		e.wantLeaseLost(e.complete("k", old, []byte("stale"), long), "Complete by the old holder after the new one completed")

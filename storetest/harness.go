@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +19,12 @@ type Harness struct {
 	// register cleanup with t.Cleanup and fail with t.Fatal.
 	New func(t *testing.T) Subject
 
+	// NewBench returns the store for one benchmark of RunBenchmarks, as New
+	// does for a subtest. It may return a store shared by several
+	// benchmarks (a preloaded table, say): the benchmarks' keys are unique
+	// to each run. Only RunBenchmarks needs it.
+	NewBench func(b *testing.B) Subject
+
 	// ShortLease is the lease the suite uses when it must wait for a lease or
 	// retention to run out on the real clock (Subject.Clock is nil).
 	// Default 300ms. With a Clock the suite advances it instead of sleeping.
@@ -27,6 +34,22 @@ type Harness struct {
 	// may stray from the one the suite expects, for rounding and clock skew
 	// between this process and a database server. Default 1s.
 	Tolerance time.Duration
+
+	// MaxKeyLen and MaxFingerprintLen are the longest key and fingerprint,
+	// in bytes, the store accepts; longer ones must be rejected with
+	// store.ErrInvalid. Default store.MaxKeyLen and store.MaxFingerprintLen,
+	// which every backend of this module accepts; a backend that cannot
+	// store as much may declare less (never more: callers rely on the
+	// defaults).
+	MaxKeyLen, MaxFingerprintLen int
+
+	// Jitter is how far two reports of one unchanged deadline may differ: a
+	// store that derives LockedUntil or ExpiresAt from a remaining TTL, or
+	// stores them at a coarse resolution, reports a millisecond or so apart
+	// from one call to the next. Checks that a deadline did not move allow
+	// this much; checks that a renewal moved it wait a gap of at least ten
+	// times this much first. Default 5ms.
+	Jitter time.Duration
 
 	// Timeout bounds each subtest. A subtest still running after Timeout has
 	// its context cancelled and is reported as failed; one still stuck 5s
@@ -43,6 +66,16 @@ type Subject struct {
 	// (its own, or its server's). With a Clock, time-dependent cases run
 	// instantly; without one they sleep for about ShortLease.
 	Clock Clock
+
+	// Effect and CountEffects let the Transactor cases check the caller's
+	// own writes, for a store that implements store.Transactor; cases that
+	// need them skip when either is nil. Effect writes one effect row for
+	// key through the transaction that ctx carries (the one InTx passed to
+	// fn; postgres.TxFrom, sqlite.TxFrom), and fails if ctx carries none.
+	// CountEffects counts the committed effect rows for key, outside any
+	// transaction.
+	Effect       func(ctx context.Context, key string) error
+	CountEffects func(ctx context.Context, key string) (int, error)
 }
 
 // Clock is a clock the suite can move forward. ManualClock implements it;
@@ -87,6 +120,15 @@ func (h Harness) withDefaults() Harness {
 	}
 	if h.Tolerance <= 0 {
 		h.Tolerance = time.Second
+	}
+	if h.MaxKeyLen <= 0 || h.MaxKeyLen > store.MaxKeyLen {
+		h.MaxKeyLen = store.MaxKeyLen
+	}
+	if h.MaxFingerprintLen <= 0 || h.MaxFingerprintLen > store.MaxFingerprintLen {
+		h.MaxFingerprintLen = store.MaxFingerprintLen
+	}
+	if h.Jitter <= 0 {
+		h.Jitter = 5 * time.Millisecond
 	}
 	if h.Timeout <= 0 {
 		h.Timeout = 60 * time.Second

@@ -169,6 +169,8 @@ func (m *model) apply(o op) (res result, either bool) {
 		r, ok := m.recs[o.key]
 		live := ok && r.expires > m.now
 		switch {
+		case live && r.tok == o.tok && r.completed:
+			// A retried Complete: nil, and the first response stays.
 		case live && r.tok == o.tok:
 			m.complete(o)
 		case ok && !live && !r.completed && r.tok == o.tok:
@@ -313,6 +315,6 @@ func (e *env) shrink(ops []op, d string) ([]op, string) {
 // fresh returns a new store from the harness, moving e's clock to it.
 func (e *env) fresh() store.Store {
 	sub := e.h.New(e.T)
-	e.clock = sub.Clock
+	e.clock, e.sub = sub.Clock, sub
 	return sub.Store
 }

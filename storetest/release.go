@@ -20,11 +20,10 @@ var releaseCases = []testCase{
 	{"OtherToken", func(e *env) {
 		t1, t2 := store.NewToken(), store.NewToken()
 		first := e.claimWant("k", "fp", t1, long, store.Acquired)
+		e.wait(e.gap())
 		e.mustRelease("k", t2)
 		r := e.wantInProgress("k", "fp", t1)
-		if !r.LockedUntil.Equal(first.Record.LockedUntil) {
-			e.Errorf("Release by another token moved the holder's lease from %v to %v", first.Record.LockedUntil, r.LockedUntil)
-		}
+		e.wantSame("the holder's LockedUntil after Release by another token", r.LockedUntil, first.Record.LockedUntil)
 	}},
 	{"Completed", func(e *env) {
 		t1, t2 := store.NewToken(), store.NewToken()
@@ -47,9 +46,8 @@ var getCases = []testCase{
 		tok := store.NewToken()
 		c := e.claimWant("k", "fp", tok, long, store.Acquired)
 		r := e.wantInProgress("k", "fp", tok)
-		if !r.LockedUntil.Equal(c.Record.LockedUntil) || !r.ExpiresAt.Equal(c.Record.ExpiresAt) {
-			e.Errorf("Get: %s, differs from the record Claim returned: %s", describe(r), describe(c.Record))
-		}
+		e.wantSame("Get's LockedUntil (the one Claim returned)", r.LockedUntil, c.Record.LockedUntil)
+		e.wantSame("Get's ExpiresAt (the one Claim returned)", r.ExpiresAt, c.Record.ExpiresAt)
 	}},
 	{"Completed", func(e *env) {
 		tok := store.NewToken()

@@ -25,17 +25,26 @@ type testCase struct {
 
 func groups() []group {
 	return []group{
-		{"Claim", claimCases},
+		{"Claim", concat(claimCases, raceClaimCases)},
 		{"Complete", completeCases},
 		{"Release", releaseCases},
-		{"Get", getCases},
-		{"Fencing", fencingCases},
+		{"Get", concat(getCases, raceGetCases)},
+		{"Fencing", concat(fencingCases, raceFencingCases)},
 		{"Expiry", expiryCases},
+		{"Strings", stringsCases},
 		{"Errors", errorCases},
 		{"Purger", purgerCases},
-		{"Transactor", transactorCases},
+		{"Transactor", concat(transactorCases, transactorPromiseCases)},
 		{"Model", modelCases},
 	}
+}
+
+func concat(lists ...[]testCase) []testCase {
+	var all []testCase
+	for _, l := range lists {
+		all = append(all, l...)
+	}
+	return all
 }
 
 // Run runs the conformance suite against the stores h makes. Each case is a
@@ -58,7 +67,7 @@ func Run(t *testing.T, h Harness) {
 					if sub.Store == nil {
 						t.Fatal("storetest: Harness.New returned a Subject without a Store")
 					}
-					c.run(&env{T: t, h: h, s: sub.Store, clock: sub.Clock, ctx: ctx})
+					c.run(&env{T: t, h: h, s: sub.Store, sub: sub, clock: sub.Clock, ctx: ctx})
 				})
 			}
 		})
@@ -117,6 +126,7 @@ type env struct {
 	*testing.T
 	h     Harness
 	s     store.Store
+	sub   Subject // the subject s came from, with its hooks
 	clock Clock
 	ctx   context.Context
 }
@@ -152,12 +162,14 @@ func (e *env) lapse(d time.Duration) {
 }
 
 // gap is a pause long enough for a renewed lease to end visibly later than
-// the first: several tolerances on a manual clock, 50ms on the real one.
+// the first, and for a deadline that moved to be told from jitter: several
+// tolerances on a manual clock; on the real one 50ms, or ten times
+// Harness.Jitter when that is longer.
 func (e *env) gap() time.Duration {
 	if e.clock != nil {
 		return 3 * e.h.Tolerance
 	}
-	return 50 * time.Millisecond
+	return max(50*time.Millisecond, 10*e.h.Jitter)
 }
 
 // wait lets d pass without the margin lapse adds.

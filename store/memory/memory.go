@@ -179,6 +179,9 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 	if !live || e.token != token {
 		return fmt.Errorf("memory: complete %q: %w", key, store.ErrLeaseLost)
 	}
+	if e.status == store.StatusCompleted {
+		return nil // a retried Complete: the first response and retention stay
+	}
 	e.status = store.StatusCompleted
 	e.response = bytes.Clone(response)
 	e.lockedUntil = 0

@@ -133,18 +133,19 @@ func TestClaimOutcomes(t *testing.T) {
 	require.ErrorIs(t, s.Complete(ctx, "k", b, []byte("x"), time.Hour), store.ErrLeaseLost)
 	require.NoError(t, s.Complete(ctx, "k", a, []byte("resp"), time.Hour))
 	require.NoError(t, s.Complete(ctx, "k", a, []byte("resp2"), time.Hour), "a retried Complete succeeds")
+	// ... and keeps the first response: a duplicate may have replayed it.
 
 	c, err = s.Claim(ctx, "k", "fp", b, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, store.Completed, c.Outcome)
-	require.Equal(t, []byte("resp2"), c.Record.Response)
+	require.Equal(t, []byte("resp"), c.Record.Response)
 	require.Equal(t, store.StatusCompleted, c.Record.Status)
 	require.True(t, c.Record.LockedUntil.IsZero())
 
 	require.NoError(t, s.Release(ctx, "k", a), "Release never deletes a completed record")
 	rec, err := s.Get(ctx, "k")
 	require.NoError(t, err)
-	require.Equal(t, []byte("resp2"), rec.Response)
+	require.Equal(t, []byte("resp"), rec.Response)
 
 	_, err = s.Get(ctx, "absent")
 	require.ErrorIs(t, err, store.ErrNotFound)

@@ -12,7 +12,7 @@ func TestConformance(t *testing.T) {
 	pool := testPool(t)
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T) storetest.Subject {
-			return storetest.Subject{Store: newTestStore(t, pool)}
+			return withEffects(t, pool, storetest.Subject{Store: newTestStore(t, pool)})
 		},
 	})
 }

@@ -44,16 +44,19 @@ const maxTableLen = MaxTableLen
 // Store is a store.Store, store.Purger and store.Transactor on a PostgreSQL
 // table. It is safe for concurrent use when its DB is (a *pgxpool.Pool).
 //
-// When a method's context carries a transaction begun by InTx (see TxFrom),
-// the method runs in that transaction instead of on the Store's DB, so code
-// inside InTx may use any Store value without waiting for the locks its own
-// transaction holds.
+// When a method's context carries a transaction begun by this Store's InTx
+// (see TxFrom), the method runs in that transaction instead of on the
+// Store's DB, so code inside InTx may use this Store, or the one fn
+// receives, without waiting for the locks its own transaction holds. Another
+// Store's transaction in the context is ignored: each Store joins only its
+// own.
 type Store struct {
 	db    DB
 	opts  options
 	table string // quoted, schema-qualified when a schema is set
 	sql   statements
 	stats *stats
+	owner *owner // whose InTx transactions this Store joins
 
 	// closePool, set when store.Open made the pool, closes it.
 	closePool func()
@@ -109,7 +112,7 @@ func New(db DB, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	table := qualified(o.schema, o.table)
-	return &Store{db: db, opts: o, table: table, sql: buildStatements(table), stats: new(stats)}, nil
+	return &Store{db: db, opts: o, table: table, sql: buildStatements(table), stats: new(stats), owner: new(owner)}, nil
 }
 
 func buildOptions(opts []Option) (options, error) {
@@ -173,9 +176,10 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// conn returns the transaction carried by ctx (see InTx), or the Store's DB.
+// conn returns the transaction of this Store's InTx carried by ctx, or the
+// Store's DB.
 func (s *Store) conn(ctx context.Context) DB {
-	if tx, ok := TxFrom(ctx); ok {
+	if tx, ok := s.ownTx(ctx); ok {
 		return tx
 	}
 	return s.db

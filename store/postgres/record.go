@@ -19,8 +19,9 @@ type stats struct {
 }
 
 // Complete implements store.Store with one token-checked UPDATE: it stores
-// response when token holds a live lease on key or already completed it, and
-// returns ErrLeaseLost otherwise (the lease lapsed, or another token holds or
+// response when token holds a live lease on key, returns nil and keeps the
+// first response and retention when token already completed it, and returns
+// ErrLeaseLost otherwise (the lease lapsed, or another token holds or
 // completed the key).
 func (s *Store) Complete(ctx context.Context, key string, token store.Token, response []byte, retention time.Duration) error {
 	if err := store.CheckComplete(key, token, retention); err != nil {

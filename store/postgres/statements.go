@@ -23,8 +23,11 @@ type statements struct {
 	takeover string
 	// renew extends a live lease held by the token. $1 key, $2 token, $3 lease.
 	renew string
-	// complete stores the response of a live record held or completed by
-	// the token. $1 key, $2 token, $3 response, $4 retention.
+	// complete stores the response of a live record held by the token, and
+	// matches (changing nothing) one the token already completed: SET reads
+	// the row as it was, so the first response and expiry stay. Two
+	// concurrent Completes by one token: the second re-checks the row the
+	// first committed and keeps it. $1 key, $2 token, $3 response, $4 retention.
 	complete string
 	// release deletes a record in progress held by the token. $1 key, $2 token.
 	release string
@@ -59,7 +62,9 @@ RETURNING expires_at`),
 WHERE key = $1 AND token = $2 AND status = 1 AND expires_at > clock_timestamp()
 RETURNING expires_at`),
 
-		complete: r.Replace(`UPDATE {t} SET status = 2, response = $3, expires_at = clock_timestamp() + $4::interval
+		complete: r.Replace(`UPDATE {t} SET status = 2,
+	response = CASE WHEN status = 1 THEN $3::bytea ELSE response END,
+	expires_at = CASE WHEN status = 1 THEN clock_timestamp() + $4::interval ELSE expires_at END
 WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp()`),
 
 		release: r.Replace(`DELETE FROM {t} WHERE key = $1 AND token = $2 AND status = 1`),

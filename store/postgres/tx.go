@@ -11,11 +11,33 @@ import (
 
 type txKey struct{}
 
+// txValue is what InTx puts in the context it passes to fn: the transaction
+// and the Store that began it, so that only that Store (and the Stores bound
+// to its transactions) joins it; a Store on another database or table never
+// writes into it.
+type txValue struct {
+	owner *owner
+	tx    pgx.Tx
+}
+
+// owner identifies a Store made by New; the Stores InTx binds to its
+// transactions share their parent's.
+type owner struct{ _ byte } // not zero-sized: every owner has its own address
+
 // TxFrom returns the transaction InTx carries in ctx, for the caller's own
 // statements, and false when ctx carries none.
 func TxFrom(ctx context.Context) (pgx.Tx, bool) {
-	tx, ok := ctx.Value(txKey{}).(pgx.Tx)
-	return tx, ok
+	v, ok := ctx.Value(txKey{}).(txValue)
+	return v.tx, ok
+}
+
+// ownTx returns the transaction ctx carries when this Store's InTx began it.
+func (s *Store) ownTx(ctx context.Context) (pgx.Tx, bool) {
+	v, ok := ctx.Value(txKey{}).(txValue)
+	if !ok || v.owner != s.owner {
+		return nil, false
+	}
+	return v.tx, true
 }
 
 // beginner is implemented by *pgxpool.Pool and *pgx.Conn, not by pgx.Tx.
@@ -36,11 +58,14 @@ type beginner interface {
 // acquires the key after a rollback. A replay writes nothing, so a
 // transaction that only replays commits without a disk flush.
 //
-// The Store's own methods called with ctx (or any context derived from it)
-// also run in the transaction, so they never wait for a lock it holds. When
-// ctx already carries a transaction (a nested InTx) or the Store was built on
-// a pgx.Tx, InTx runs fn in a savepoint of it, at that transaction's
-// isolation level; claims need READ COMMITTED. A transaction is not safe
+// This Store's own methods called with ctx (or any context derived from it)
+// also run in the transaction, so they never wait for a lock it holds. Only
+// this Store joins it: another Store (made by another New call, on another
+// database or table) called with ctx runs on its own DB as if ctx carried no
+// transaction, so it never writes into a transaction of the wrong database.
+// When ctx already carries a transaction of this Store (a nested InTx) or
+// the Store was built on a pgx.Tx, InTx runs fn in a savepoint of it, at that
+// transaction's isolation level; claims need READ COMMITTED. A transaction is not safe
 // for concurrent use: fn must not call the Store from several goroutines.
 func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, s store.Store) error) (err error) {
 	if err := ctx.Err(); err != nil {
@@ -61,8 +86,8 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, s store.S
 			_ = tx.Rollback(context.WithoutCancel(ctx)) // the panic matters, not this error
 		}
 	}()
-	bound := &Store{db: tx, opts: s.opts, table: s.table, sql: s.sql, stats: s.stats}
-	if err := fn(context.WithValue(ctx, txKey{}, tx), bound); err != nil {
+	bound := &Store{db: tx, opts: s.opts, table: s.table, sql: s.sql, stats: s.stats, owner: s.owner}
+	if err := fn(context.WithValue(ctx, txKey{}, txValue{owner: s.owner, tx: tx}), bound); err != nil {
 		done = true
 		_ = tx.Rollback(context.WithoutCancel(ctx)) // fn's error says what went wrong
 		return err

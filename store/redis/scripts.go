@@ -27,9 +27,11 @@ return cur
 
 // completeScript stores a response. ARGV[1] is the token, ARGV[2] the 8-byte
 // time field (the new ExpiresAt), ARGV[3] the response, ARGV[4] the retention
-// in milliseconds. When the key holds a record of this token, in progress or
-// already completed, it becomes completed with the response and expires after
-// the retention, keeping its fingerprint; the script returns 1. It returns 0
+// in milliseconds. When the key holds a record in progress of this token, it
+// becomes completed with the response and expires after the retention,
+// keeping its fingerprint; the script returns 1. When this token already
+// completed it, the script changes nothing (the first response and retention
+// stay: a client may have been replayed them) and returns 1. It returns 0
 // when the key is absent or held by another token, and -1 when the value is
 // not a version-1 record.
 var completeScript = goredis.NewScript(`
@@ -41,6 +43,7 @@ local n = string.byte(cur, 3)
 if n ~= #tok or string.sub(cur, 14, 13 + n) ~= tok then return 0 end
 local st = string.byte(cur, 2)
 if st ~= 1 and st ~= 2 then return -1 end
+if st == 2 then return 1 end
 local m = string.byte(cur, 4) * 256 + string.byte(cur, 5)
 if #cur < 13 + n + m then return -1 end
 redis.call('SET', KEYS[1],

@@ -237,7 +237,9 @@ func (s *Store) setNX(ctx context.Context, rk, val string, ms int64) (cur string
 }
 
 // Complete implements store.Store with one script run that checks the token
-// and writes the completed record with its retention (PX).
+// and writes the completed record with its retention (PX). A retried
+// Complete by the token that completed the key returns nil and leaves the
+// first response and retention as they are.
 func (s *Store) Complete(ctx context.Context, key string, token store.Token, response []byte, retention time.Duration) error {
 	if err := store.CheckComplete(key, token, retention); err != nil {
 		return fmt.Errorf("redis: complete: %w", err)

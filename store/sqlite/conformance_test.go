@@ -36,7 +36,7 @@ func TestConformance(t *testing.T) {
 		New: func(t *testing.T) storetest.Subject {
 			clock := storetest.NewManualClock(time.Now())
 			s := openFile(t, sqlite.WithClock(clock.Now))
-			return storetest.Subject{Store: s, Clock: clock}
+			return withEffects(t, s, storetest.Subject{Store: s, Clock: clock})
 		},
 	})
 }
@@ -54,7 +54,7 @@ func TestConformanceMemory(t *testing.T) {
 			if err := s.Migrate(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			return storetest.Subject{Store: s, Clock: clock}
+			return withEffects(t, s, storetest.Subject{Store: s, Clock: clock})
 		},
 	})
 }
@@ -80,7 +80,7 @@ func TestConformanceNew(t *testing.T) {
 			if err := s.Migrate(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			return storetest.Subject{Store: s, Clock: clock}
+			return withEffects(t, s, storetest.Subject{Store: s, Clock: clock})
 		},
 	})
 }

@@ -140,7 +140,8 @@ func outcome(rec store.Record, fingerprint string, token store.Token) store.Outc
 }
 
 // Complete stores response for key and marks it completed; see store.Store.
-// It is one UPDATE guarded by key, token and liveness.
+// It is one UPDATE guarded by key, token and liveness; on a record the token
+// already completed it keeps the first response and retention.
 func (s *Store) Complete(ctx context.Context, key string, token store.Token, response []byte, retention time.Duration) error {
 	return s.runner(ctx).complete(ctx, key, token, response, retention)
 }

@@ -50,8 +50,13 @@ WHERE ` + t + `.expires_at <= ?5
 		return `SELECT fingerprint, token, status, response, locked_until, expires_at FROM ` + t + ` WHERE key = ?1 AND expires_at > ?2`
 	case stmtComplete:
 		// ?1 key, ?2 token, ?3 response, ?4 expires_at, ?5 now.
-		// Succeeds for a live record of the token, in progress or completed.
-		return `UPDATE ` + t + ` SET status = 2, response = ?3, locked_until = 0, expires_at = ?4
+		// Succeeds for a live record of the token, in progress or completed;
+		// a completed one keeps its first response and expiry (SET reads the
+		// row as it was).
+		return `UPDATE ` + t + ` SET status = 2,
+	response = CASE WHEN status = 1 THEN ?3 ELSE response END,
+	locked_until = 0,
+	expires_at = CASE WHEN status = 1 THEN ?4 ELSE expires_at END
 WHERE key = ?1 AND token = ?2 AND expires_at > ?5`
 	case stmtRelease:
 		// ?1 key, ?2 token.
