@@ -14,7 +14,7 @@ func TestConformance(t *testing.T) {
 	db := testDB(t)
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T) storetest.Subject {
-			return storetest.Subject{Store: newTestStore(t, db)}
+			return withEffects(t, db, storetest.Subject{Store: newTestStore(t, db)})
 		},
 	})
 }
@@ -40,7 +40,7 @@ func TestConformanceFlags(t *testing.T) {
 	})
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T) storetest.Subject {
-			return storetest.Subject{Store: newTestStore(t, db)}
+			return withEffects(t, db, storetest.Subject{Store: newTestStore(t, db)})
 		},
 	})
 }

@@ -44,8 +44,9 @@
 // writes nothing, and a SELECT reads the row: a replay, an InProgress and a
 // Mismatch take two round trips and modify no row. Taking over a lapsed lease
 // and renewing one's own lease are UPDATEs that name the token they expect.
-// Complete is one token-checked UPDATE (a SELECT follows only when it changed
-// no row, to tell a retried Complete from a lost lease, whatever the DSN's
+// Complete is one token-checked UPDATE of the record in progress (a SELECT
+// follows only when it changed no row, to tell a retried Complete, which
+// keeps the first response, from a lost lease, whatever the DSN's
 // clientFoundRows says); Release is one DELETE.
 //
 // # Concurrency and deadlocks

@@ -128,10 +128,12 @@ func (r runner) scanRetry(ctx context.Context, id stmtID, args []any, dest ...an
 }
 
 // Complete implements store.Store with one token-checked UPDATE: it stores
-// response when token holds a live lease on key or already completed it, and
-// returns ErrLeaseLost otherwise (the lease lapsed, or another token holds or
-// completed the key). When the UPDATE reports no row changed, a SELECT tells
-// a lost lease from a retry that changed nothing, whatever clientFoundRows says.
+// response when token holds a live lease on key. When token already
+// completed the key it returns nil and changes nothing: the first response
+// and retention stay, since a client may have seen them. Otherwise it
+// returns ErrLeaseLost (the lease lapsed, or another token holds or
+// completed the key). When the UPDATE changes no row, a SELECT tells a
+// retried Complete from a lost lease, whatever clientFoundRows says.
 func (s *Store) Complete(ctx context.Context, key string, token store.Token, response []byte, retention time.Duration) error {
 	return s.runner(ctx).complete(ctx, key, token, response, retention)
 }

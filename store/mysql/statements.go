@@ -44,8 +44,8 @@ const (
 	stmtTakeover
 	// stmtRenew extends a live lease held by the token. Args: lease, key, token.
 	stmtRenew
-	// stmtComplete stores the response of a live record held or completed
-	// by the token. Args: response, retention, key, token.
+	// stmtComplete stores the response of a live record in progress held by
+	// the token. Args: response, retention, key, token.
 	stmtComplete
 	// stmtHeld says whether the token holds or completed a live record.
 	// Args: key, token.
@@ -72,7 +72,7 @@ func buildStatements(table string) [numStmts]string {
 	q[stmtRenew] = r.Replace("UPDATE {t} SET expires_at = {until}\n" +
 		"WHERE `key` = ? AND token = ? AND status = 1 AND expires_at > UTC_TIMESTAMP(6)")
 	q[stmtComplete] = r.Replace("UPDATE {t} SET status = 2, response = ?, expires_at = {plus}\n" +
-		"WHERE `key` = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)")
+		"WHERE `key` = ? AND token = ? AND status = 1 AND expires_at > UTC_TIMESTAMP(6)")
 	q[stmtHeld] = r.Replace("SELECT status FROM {t} WHERE `key` = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)")
 	q[stmtHeldLocking] = q[stmtHeld] + " LOCK IN SHARE MODE"
 	q[stmtRelease] = r.Replace("DELETE FROM {t} WHERE `key` = ? AND token = ? AND status = 1")
