@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/idemkit/idemkit/store"
@@ -195,17 +196,31 @@ func (c *stmtCache) get(ctx context.Context, db *sql.DB, id stmtID) (*sql.Stmt, 
 	return st, nil
 }
 
-// inTx returns statement id for tx: the cached one bound to tx, or, before
-// the first use outside a transaction has prepared it, one prepared on tx's
-// own connection for this transaction only (preparing on the *sql.DB would
-// need a second connection, which a pool full of waiting transactions may
-// never free).
-func (c *stmtCache) inTx(ctx context.Context, tx *sql.Tx, id stmtID) (*sql.Stmt, error) {
+// inTx returns statement id for tx: the cached one bound to tx, which
+// database/sql prepares once per connection. Before the first use has
+// prepared it, inTx prepares it on db when the pool has a connection to
+// spare, waiting at most prepareWait for one: a pool full of transactions
+// that all wait for a connection to prepare on would never free one. When
+// that fails it prepares the statement on tx's own connection, for this
+// transaction only.
+func (c *stmtCache) inTx(ctx context.Context, db *sql.DB, tx *sql.Tx, id stmtID) (*sql.Stmt, error) {
 	if st := c.prep[id].Load(); st != nil {
 		return tx.StmtContext(ctx, st), nil
 	}
+	if stats := db.Stats(); stats.MaxOpenConnections == 0 || stats.InUse < stats.MaxOpenConnections {
+		pctx, cancel := context.WithTimeout(ctx, prepareWait)
+		st, err := c.get(pctx, db, id)
+		cancel()
+		if err == nil {
+			return tx.StmtContext(ctx, st), nil
+		}
+	}
 	return tx.PrepareContext(ctx, c.sql[id])
 }
+
+// prepareWait bounds how long a transaction's first use of a statement
+// waits for a spare connection to prepare it for the whole pool.
+const prepareWait = 50 * time.Millisecond
 
 func (c *stmtCache) close() error {
 	c.mu.Lock()

@@ -32,7 +32,7 @@ func (r runner) stmt(ctx context.Context, id stmtID) (*sql.Stmt, error) {
 		err error
 	)
 	if r.st != nil {
-		st, err = r.s.stmts.inTx(ctx, r.st.tx, id)
+		st, err = r.s.stmts.inTx(ctx, r.s.db, r.st.tx, id)
 	} else {
 		st, err = r.s.stmts.get(ctx, r.s.db, id)
 	}

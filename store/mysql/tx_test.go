@@ -229,3 +229,26 @@ func TestPurgeBatches(t *testing.T) {
 	assert.NoError(t, err)
 	assert.False(t, errors.Is(err, store.ErrNotFound))
 }
+
+// TestInTxPreparesForThePool: a workload of transactions only still
+// prepares each statement once for the pool (not once per transaction), and
+// on a pool whose only connection the transaction holds, InTx prepares on
+// that connection instead of waiting forever for a second one.
+func TestInTxPreparesForThePool(t *testing.T) {
+	for _, conns := range []int{4, 1} {
+		db := openDB(t, conns, nil)
+		s := newTestStore(t, db)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		tok := store.NewToken()
+		err := s.InTx(ctx, func(ctx context.Context, st store.Store) error {
+			if _, err := st.Claim(ctx, "k", "fp", tok, time.Minute); err != nil {
+				return err
+			}
+			return st.Complete(ctx, "k", tok, []byte("r"), time.Hour)
+		})
+		cancel()
+		require.NoError(t, err, "%d connections", conns)
+		cached := s.stmts.prep[stmtInsert].Load() != nil
+		assert.Equal(t, conns > 1, cached, "%d connections: the INSERT prepared for the pool", conns)
+	}
+}
