@@ -6,6 +6,8 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"log"
 	"os"
 	"strings"
 	"sync"
@@ -28,6 +30,8 @@ var shared struct {
 // TestMain runs the tests, closes the shared pool, then fails the run if
 // goroutines were left behind.
 func TestMain(m *testing.M) {
+	// The driver logs the connections the fault tests break on purpose.
+	_ = gomysql.SetLogger(log.New(io.Discard, "", 0))
 	code := m.Run()
 	benchCleanup()
 	if shared.db != nil {
