@@ -30,7 +30,7 @@ func ExampleSchema() {
 	// 	expires_at  DATETIME(6) NOT NULL,
 	// 	PRIMARY KEY (`key`),
 	// 	KEY `idempotency_keys_expires_at_idx` (expires_at)
-	// ) ENGINE=InnoDB;
+	// ) ENGINE=InnoDB ROW_FORMAT=DYNAMIC;
 }
 
 // Transactional mode: the key, the payment and the stored response commit

@@ -13,7 +13,9 @@ import (
 //
 //	key          the idempotency key, byte for byte (VARBINARY: no case
 //	             folding, no trailing-space padding; 1024 bytes, within
-//	             InnoDB's 3072-byte index key limit)
+//	             InnoDB's 3072-byte index key limit, which needs the
+//	             DYNAMIC row format: older servers default to COMPACT and
+//	             its 767 bytes)
 //	fingerprint  the request the key was first claimed with
 //	token        the claim that holds (status 1) or completed (status 2) it
 //	status       1 in progress, 2 completed
@@ -32,7 +34,7 @@ import (
 //		expires_at  DATETIME(6) NOT NULL,
 //		PRIMARY KEY (`key`),
 //		KEY `idempotency_keys_expires_at_idx` (expires_at)
-//	) ENGINE=InnoDB;
+//	) ENGINE=InnoDB ROW_FORMAT=DYNAMIC;
 //
 // It fails only for the same invalid options as New.
 func Schema(opts ...Option) (string, error) {
@@ -56,7 +58,7 @@ func createTableSQL(o options) string {
 	expires_at  DATETIME(6) NOT NULL,
 	PRIMARY KEY (` + "`key`" + `),
 	KEY ` + quoteIdent(o.table+indexSuffix) + ` (expires_at)
-) ENGINE=InnoDB`
+) ENGINE=InnoDB ROW_FORMAT=DYNAMIC`
 }
 
 // Migrate creates the Store's table with its index unless it exists. It is
