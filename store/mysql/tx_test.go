@@ -252,3 +252,29 @@ func TestInTxPreparesForThePool(t *testing.T) {
 		assert.Equal(t, conns > 1, cached, "%d connections: the INSERT prepared for the pool", conns)
 	}
 }
+
+// TestMigrateChecksTheTable: Migrate refuses a table of the same name that
+// would not keep keys byte for byte, or lacks what the Store needs.
+func TestMigrateChecksTheTable(t *testing.T) {
+	db := testDB(t)
+	for _, tc := range []struct{ name, ddl, want string }{
+		{"case-insensitive key", "(`key` VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci PRIMARY KEY, fingerprint VARBINARY(1024) NOT NULL, token VARBINARY(128) NOT NULL, status TINYINT NOT NULL, response LONGBLOB, expires_at DATETIME(6) NOT NULL)", `column "key" is varchar`},
+		{"short key", "(`key` VARBINARY(255) PRIMARY KEY, fingerprint VARBINARY(1024) NOT NULL, token VARBINARY(128) NOT NULL, status TINYINT NOT NULL, response LONGBLOB, expires_at DATETIME(6) NOT NULL)", "holds 255 bytes"},
+		{"seconds only", "(`key` VARBINARY(1024) PRIMARY KEY, fingerprint VARBINARY(1024) NOT NULL, token VARBINARY(128) NOT NULL, status TINYINT NOT NULL, response LONGBLOB, expires_at DATETIME NOT NULL)", "fractional digits"},
+		{"no response", "(`key` VARBINARY(1024) PRIMARY KEY, fingerprint VARBINARY(1024) NOT NULL, token VARBINARY(128) NOT NULL, status TINYINT NOT NULL, expires_at DATETIME(6) NOT NULL)", `no column "response"`},
+		{"wider primary key", "(`key` VARBINARY(1024), fingerprint VARBINARY(1024) NOT NULL, token VARBINARY(128) NOT NULL, status TINYINT NOT NULL, response LONGBLOB, expires_at DATETIME(6) NOT NULL, PRIMARY KEY (`key`, token))", "primary key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			table := uniqueName("idemkit_my_shape_")
+			_, err := db.ExecContext(t.Context(), "CREATE TABLE "+quoteIdent(table)+" "+tc.ddl)
+			require.NoError(t, err)
+			s, err := New(db, WithTable(table))
+			require.NoError(t, err)
+			dropOnCleanup(t, s)
+			err = s.Migrate(t.Context())
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Contains(t, err.Error(), "mysql: migrate: ")
+		})
+	}
+}
