@@ -24,8 +24,21 @@
 // # Outcomes
 //
 // Process claims the id, runs fn, and records the id as processed; see
-// Outcome for the four results. A failed fn (an error or a panic) releases
-// the id, so the redelivery runs fn again.
+// Outcome for the results. A failed fn (an error or a panic) releases the
+// id, so the redelivery runs fn again. Once fn has returned nil the id is
+// recorded whatever happens to the caller's context, retrying a failing
+// store for as long as the lease holds.
+//
+// Deduper is a thin adapter over package idem, the engine under every
+// surface of idemkit: claim, heartbeat, settle and the slow-claim rule are
+// idem's, the same as httpidem's, and WithObserver sees the same events.
+//
+// # Fingerprints
+//
+// By default the id alone decides: a delivery of a processed id is a
+// Duplicate whatever its payload. ProcessWith takes the payload's
+// fingerprint (Fingerprint(payload)): a delivery of the id with another
+// payload is then reported as Mismatch, not silently skipped.
 //
 // # Leases and the heartbeat
 //

@@ -1,8 +1,12 @@
 package dedup
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/idemkit/idemkit/idem"
 )
 
 // Defaults for the options.
@@ -17,21 +21,19 @@ const (
 	// 3 days of webhook retries.
 	DefaultRetention = 7 * 24 * time.Hour
 	// MinLease is the shortest lease New accepts.
-	MinLease = time.Millisecond
+	MinLease = idem.MinLease
 )
 
-// Option configures a Deduper.
-type Option func(*options)
+// Option configures a Deduper. An option given an invalid value makes New
+// fail; it is never silently replaced.
+type Option func(*options) error
 
 type options struct {
 	lease     time.Duration
 	retention time.Duration
 	scope     string
 	logger    *slog.Logger
-
-	// Test hooks, set only from export_test.go.
-	newTimer func(d time.Duration, f func()) timer
-	onBeat   func(lost bool, err error)
+	observers []idem.Observer
 }
 
 func defaults() options {
@@ -39,7 +41,6 @@ func defaults() options {
 		lease:     DefaultLease,
 		retention: DefaultRetention,
 		logger:    slog.New(slog.DiscardHandler),
-		newTimer:  afterFunc,
 	}
 }
 
@@ -54,7 +55,13 @@ func defaults() options {
 // longer than a few round trips to the store, so a slow renewal does not let
 // it lapse.
 func WithLease(d time.Duration) Option {
-	return func(o *options) { o.lease = d }
+	return func(o *options) error {
+		if d < MinLease {
+			return fmt.Errorf("lease %v is shorter than %v", d, MinLease)
+		}
+		o.lease = d
+		return nil
+	}
 }
 
 // WithRetention sets how long a processed id is remembered (default
@@ -66,23 +73,47 @@ func WithLease(d time.Duration) Option {
 // rewound; JetStream, the stream's MaxAge; Stripe webhooks, 3 days of
 // retries; GitHub webhooks, as long as someone may press "Redeliver".
 func WithRetention(d time.Duration) Option {
-	return func(o *options) { o.retention = d }
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("retention %v is not positive", d)
+		}
+		o.retention = d
+		return nil
+	}
 }
 
 // WithScope puts ids in a namespace (a source, topic or sender), so the same
 // id from two sources is processed once in each. Ids of different scopes
 // never collide, whatever characters they contain. Default: no scope.
 func WithScope(scope string) Option {
-	return func(o *options) { o.scope = scope }
+	return func(o *options) error {
+		o.scope = scope
+		return nil
+	}
 }
 
 // WithLogger sets the logger for events the caller cannot see in Process's
 // result: failed lease renewals, a lease lost to another delivery, a failed
-// release. Default: discard.
+// release. Default: discard. It must not be nil.
 func WithLogger(l *slog.Logger) Option {
-	return func(o *options) {
-		if l != nil {
-			o.logger = l
+	return func(o *options) error {
+		if l == nil {
+			return errors.New("nil logger")
 		}
+		o.logger = l
+		return nil
+	}
+}
+
+// WithObserver adds an engine observer (see idem.Observer): it receives
+// every claim outcome, settle outcome, renewal and store call of Process and
+// ProcessTx, the same events httpidem and idem.Do report.
+func WithObserver(obs idem.Observer) Option {
+	return func(o *options) error {
+		if obs == nil {
+			return errors.New("nil observer")
+		}
+		o.observers = append(o.observers, obs)
+		return nil
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -45,10 +46,17 @@ type app struct {
 	// beforeCreate, when set, runs before a payment is created; an error
 	// answers 500. The tests use it to hold a request in flight or fail one.
 	beforeCreate func(ctx context.Context) error
+	// delay is the handler's latency after the payment is created and before
+	// it answers (-delay): chaos runs use it to hit the window between the
+	// effect and the stored response.
+	delay time.Duration
 }
 
-func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describe string, closeFn func()) *app {
-	a := &app{store: st, ledger: led, logger: logger, describe: describe, close: closeFn}
+// newApp builds the app. The SQL ledgers write through the middleware's
+// transaction (transactional mode, chosen here explicitly); the memory and
+// Redis ones use leases.
+func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describe string, closeFn func()) (*app, error) {
+	a := &app{store: st, ledger: led, logger: logger, describe: describe, close: closeFn, delay: cfg.Delay}
 	opts := []httpidem.Option{
 		// One client can never replay another's payment.
 		httpidem.WithScope(func(r *http.Request) ([]string, error) {
@@ -65,8 +73,20 @@ func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describ
 	if cfg.hook != nil {
 		opts = append(opts, httpidem.WithHook(cfg.hook))
 	}
-	a.idem = httpidem.New(st, append(opts, cfg.extra...)...)
-	return a
+	switch led.(type) {
+	case *sqliteLedger, *postgresLedger:
+		// The payment row, the key and the stored response commit together.
+		opts = append(opts, httpidem.WithTransactions())
+	}
+	mw, err := httpidem.New(st, append(opts, cfg.extra...)...)
+	if err != nil {
+		if closeFn != nil {
+			closeFn()
+		}
+		return nil, err
+	}
+	a.idem = mw
+	return a, nil
 }
 
 func (a *app) routes() http.Handler {
@@ -117,6 +137,16 @@ func (a *app) createPayment(w http.ResponseWriter, r *http.Request) {
 		a.logger.ErrorContext(r.Context(), "create payment", "err", err)
 		problem(w, http.StatusInternalServerError, "The payment could not be created; retry with the same key.")
 		return
+	}
+	if a.delay > 0 {
+		// The payment exists; the answer is late. A crash or a store outage
+		// now must still never pay twice.
+		t := time.NewTimer(a.delay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+		}
 	}
 	w.Header().Set("Location", "/payments/"+strconv.FormatInt(p.ID, 10))
 	writeJSON(w, http.StatusCreated, p)

@@ -59,6 +59,7 @@ func parseArgs(args []string) (config, string, error) {
 	fs.StringVar(&cfg.PostgresURL, "postgres", cfg.PostgresURL, "PostgreSQL URL (-store postgres; default $IDEMKIT_POSTGRES_URL)")
 	fs.StringVar(&cfg.RedisAddr, "redis", cfg.RedisAddr, "Redis host:port (-store redis; default $IDEMKIT_REDIS_ADDR)")
 	fs.DurationVar(&cfg.Wait, "wait", cfg.Wait, "how long a duplicate waits for the first request before a 409")
+	fs.DurationVar(&cfg.Delay, "delay", cfg.Delay, "handler latency after a payment is created and before it answers (chaos runs)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, "", err
 	}

@@ -36,6 +36,7 @@ type config struct {
 	PostgresURL string        // PostgreSQL URL
 	RedisAddr   string        // Redis host:port
 	Wait        time.Duration // WithWait for duplicates in flight
+	Delay       time.Duration // handler latency after the payment, before the answer (-delay)
 
 	// Names, so tests sharing a database never collide.
 	PaymentsTable string // SQL stores: the payments table
@@ -123,7 +124,7 @@ func open(ctx context.Context, cfg config, logger *slog.Logger) (*app, error) {
 	if u, err := url.Parse(raw); err == nil {
 		describe = u.Redacted()
 	}
-	return newApp(st, led, cfg, logger, describe, closeStore), nil
+	return newApp(st, led, cfg, logger, describe, closeStore)
 }
 
 // ledgerFor returns where the demo keeps its payments: a table in the
