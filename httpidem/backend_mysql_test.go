@@ -75,7 +75,9 @@ func newMySQLPayments(t *testing.T, opts ...httpidem.Option) *mysqlPayments {
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, `{"id":%d}`, id)
 	})
-	p.handler = httpidem.New(s, opts...)(inner)
+	mw, err := httpidem.New(s, opts...)
+	require.NoError(t, err)
+	p.handler = mw(inner)
 	return p
 }
 
@@ -99,7 +101,7 @@ func (p *mysqlPayments) count(t *testing.T) int {
 // run the handler once and write one payment; the other nine wait for its
 // commit and replay the same answer.
 func TestMySQLTransactional(t *testing.T) {
-	p := newMySQLPayments(t, httpidem.WithWait(10*time.Second))
+	p := newMySQLPayments(t, httpidem.WithTransactions(), httpidem.WithWait(10*time.Second))
 	const n = 10
 	type answer struct{ code, replayed, body string }
 	answers := make([]answer, n)
@@ -130,7 +132,7 @@ func TestMySQLTransactional(t *testing.T) {
 // TestMySQLTransactional5xxRollsBack: a 5xx rolls back the handler's insert
 // with the key, so the retry runs and pays once.
 func TestMySQLTransactional5xxRollsBack(t *testing.T) {
-	p := newMySQLPayments(t)
+	p := newMySQLPayments(t, httpidem.WithTransactions())
 	p.fail = true
 	code, _, _ := p.post("k-5xx")
 	assert.Equal(t, http.StatusInternalServerError, code)
@@ -143,10 +145,10 @@ func TestMySQLTransactional5xxRollsBack(t *testing.T) {
 	assert.Equal(t, 2, p.runs)
 }
 
-// TestMySQLLeaseMode: with WithLeaseMode the MySQL store holds leases, and a
-// retry after the first answer replays it.
+// TestMySQLLeaseMode: without WithTransactions the MySQL store holds
+// leases, and a retry after the first answer replays it.
 func TestMySQLLeaseMode(t *testing.T) {
-	p := newMySQLPayments(t, httpidem.WithLeaseMode())
+	p := newMySQLPayments(t)
 	code, replayed, body := p.post("k-lease")
 	assert.Equal(t, http.StatusCreated, code)
 	assert.Empty(t, replayed)
