@@ -60,7 +60,9 @@
 // race with a deadlock error (1213): an autocommit statement is simply run
 // again, and a transaction, which the server has rolled back whole, is run
 // again from the start by InTx (see InTx). Lock wait timeouts (1205) are
-// returned as errors.
+// returned as errors; in a transaction the Store then refuses further calls
+// and InTx does not commit, since with innodb_rollback_on_timeout the server
+// has rolled the whole transaction back.
 //
 // Cancelling the context of a statement that waits for a row lock returns at
 // once, but go-sql-driver/mysql only closes the connection: the server may

@@ -73,7 +73,7 @@ func (r runner) usable(ctx context.Context) error {
 	}
 	if r.st != nil {
 		if err := r.st.abortedBy(); err != nil {
-			return fmt.Errorf("the transaction was rolled back by a deadlock: %w", err)
+			return fmt.Errorf("the server rolled the transaction back: %w", err)
 		}
 	}
 	return nil
@@ -82,13 +82,21 @@ func (r runner) usable(ctx context.Context) error {
 // retryable reports whether err is a deadlock that the caller may retry by
 // running the statement again: in autocommit only, where the server rolled
 // back just that statement. In a transaction the server rolled back
-// everything, so the transaction is marked and the error returned.
+// everything, so the transaction is marked and the error returned. A lock
+// wait timeout (1205) in a transaction marks it too: with the server option
+// innodb_rollback_on_timeout it rolled the whole transaction back, and the
+// Store cannot tell.
 func (r runner) retryable(err error) bool {
-	if err == nil || !IsDeadlock(err) {
+	if err == nil {
 		return false
 	}
 	if r.st != nil {
-		r.st.abort(err)
+		if IsDeadlock(err) || serverErr(err, errLockWaitTimeout) {
+			r.st.abort(err)
+		}
+		return false
+	}
+	if !IsDeadlock(err) {
 		return false
 	}
 	r.s.stats.deadlocks.Add(1)

@@ -27,7 +27,7 @@ type txState struct {
 	tx   *sql.Tx
 
 	mu      sync.Mutex
-	aborted error // the deadlock that rolled the transaction back
+	aborted error // the deadlock (or lock wait timeout) that rolled the transaction back
 }
 
 func (st *txState) abort(err error) {
@@ -82,7 +82,9 @@ var savepoints atomic.Uint64
 // with a short random pause: the server has undone every write of the failed
 // attempt, so fn must keep its effects in the database (the point of
 // transactional mode) and return the errors of its statements. IsDeadlock
-// tells such an error apart when all attempts fail.
+// tells such an error apart when all attempts fail. A lock wait timeout
+// (1205) is returned, not retried; after it (as after a deadlock) the Store
+// refuses further calls in the transaction, and InTx does not commit it.
 //
 // The Store's own methods called with ctx (or a context derived from it)
 // also run in the transaction; InTx called with such a context runs fn in a
@@ -131,9 +133,10 @@ func (s *Store) inTxOnce(ctx context.Context, fn func(ctx context.Context, s sto
 	err = fn(context.WithValue(ctx, ctxKey{}, st), txStore{runner{s: s, st: st}})
 	if err == nil {
 		if dl := st.abortedBy(); dl != nil {
-			// fn went on after a deadlock: its later statements ran outside
-			// the transaction. Report the deadlock rather than commit.
-			err = fmt.Errorf("mysql: commit: the transaction was rolled back by a deadlock: %w", dl)
+			// fn went on after a deadlock (or a lock wait timeout): its later
+			// statements may have run outside the transaction. Report that
+			// rather than commit.
+			err = fmt.Errorf("mysql: commit: the server rolled the transaction back: %w", dl)
 		}
 	}
 	if err != nil {
@@ -157,7 +160,7 @@ func (s *Store) inTxOnce(ctx context.Context, fn func(ctx context.Context, s sto
 // savepoint runs fn inside a SAVEPOINT of the transaction st.
 func (st *txState) savepoint(ctx context.Context, fn func(ctx context.Context, s store.Store) error) error {
 	if err := st.abortedBy(); err != nil {
-		return fmt.Errorf("mysql: savepoint: the transaction was rolled back by a deadlock: %w", err)
+		return fmt.Errorf("mysql: savepoint: the server rolled the transaction back: %w", err)
 	}
 	name := "idemkit_" + strconv.FormatUint(savepoints.Add(1), 10)
 	if _, err := st.tx.ExecContext(ctx, "SAVEPOINT "+name); err != nil {

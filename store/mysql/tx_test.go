@@ -278,3 +278,37 @@ func TestMigrateChecksTheTable(t *testing.T) {
 		})
 	}
 }
+
+// TestLockWaitTimeoutStopsTheTransaction: a Claim in a transaction that
+// times out waiting for another transaction's row lock (1205, here after
+// 1s) fails, the Store refuses further calls in that transaction, and InTx
+// does not commit it even when fn goes on.
+func TestLockWaitTimeoutStopsTheTransaction(t *testing.T) {
+	db := openDB(t, 4, func(c *dsnConfig) { c.Params["innodb_lock_wait_timeout"] = "1" })
+	s := newTestStore(t, db)
+	holding, release := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		held <- s.InTx(t.Context(), func(ctx context.Context, st store.Store) error {
+			if _, err := st.Claim(ctx, "k", "fp", store.NewToken(), time.Minute); err != nil {
+				return err
+			}
+			close(holding)
+			<-release
+			return errRollback
+		})
+	}()
+	<-holding
+	err := s.InTx(t.Context(), func(ctx context.Context, st store.Store) error {
+		_, err := st.Claim(ctx, "k", "fp", store.NewToken(), time.Minute)
+		assert.True(t, serverErr(err, errLockWaitTimeout), "Claim: %v, want the lock wait timeout", err)
+		_, err = st.Claim(ctx, "other", "fp", store.NewToken(), time.Minute)
+		assert.ErrorContains(t, err, "rolled the transaction back")
+		return nil // as if fn ignored the errors
+	})
+	assert.ErrorContains(t, err, "mysql: commit: the server rolled the transaction back")
+	close(release)
+	require.ErrorIs(t, <-held, errRollback)
+	_, err = s.Get(t.Context(), "other")
+	assert.ErrorIs(t, err, store.ErrNotFound, "nothing of the timed-out transaction was committed")
+}
