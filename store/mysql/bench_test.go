@@ -219,10 +219,53 @@ func runPaired(b *testing.B, workers int, storeOp, rawOp func(i int) error) {
 	b.ReportMetric(rawMean/storeMean, "store/raw")
 }
 
+// storeInTx claims a new key, and completes it, in one InTx.
+func storeInTx(s *Store, prefix string) func(i int) error {
+	return func(i int) error {
+		key, tok := prefix+strconv.Itoa(i), store.NewToken()
+		return s.InTx(context.Background(), func(ctx context.Context, st store.Store) error {
+			c, err := st.Claim(ctx, key, "fp", tok, time.Minute)
+			if err != nil {
+				return err
+			}
+			if c.Outcome != store.Acquired {
+				return fmt.Errorf("claim %s: %v", key, c.Outcome)
+			}
+			return st.Complete(ctx, key, tok, benchResp, time.Hour)
+		})
+	}
+}
+
+// rawInTx runs the same INSERT and UPDATE in one database/sql transaction.
+func rawInTx(db *sql.DB, r *rawStmts, prefix string) func(i int) error {
+	lease, retention := micros(time.Minute), micros(time.Hour)
+	return func(i int) error {
+		ctx := context.Background()
+		key, tok := prefix+strconv.Itoa(i), string(store.NewToken())
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
+		if _, err := tx.StmtContext(ctx, r.insert).ExecContext(ctx, key, "fp", tok, lease); err != nil {
+			return err
+		}
+		res, err := tx.StmtContext(ctx, r.complete).ExecContext(ctx, benchResp, retention, key, tok)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return fmt.Errorf("raw complete %s: %d rows, %v", key, n, err)
+		}
+		return tx.Commit()
+	}
+}
+
 // BenchmarkPaired interleaves the Store's operations with the same
 // statements run raw through database/sql in one run, and reports the
 // Store's throughput relative to raw (store/raw; the target is at least
-// 0.95). Run it with:
+// 0.95): Claim+Complete of a new key, a replay, and Claim+Complete in one
+// transaction. Run it with:
 //
 //	go test -run '^$' -bench Paired -benchtime 2000x -count 5 ./store/mysql/
 func BenchmarkPaired(b *testing.B) {
@@ -235,6 +278,11 @@ func BenchmarkPaired(b *testing.B) {
 		b.Run(fmt.Sprintf("Replay/workers=%d", w), func(b *testing.B) {
 			s, raw := benchStore(b)
 			runPaired(b, w, storeReplay(s), rawReplay(raw))
+		})
+		b.Run(fmt.Sprintf("InTx/workers=%d", w), func(b *testing.B) {
+			s, raw := benchStore(b)
+			prefix := newPrefix("tx")
+			runPaired(b, w, storeInTx(s, prefix+"s"), rawInTx(s.DB(), raw, prefix+"r"))
 		})
 	}
 }
