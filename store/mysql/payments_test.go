@@ -145,6 +145,11 @@ func TestPaymentsTenConcurrentRequests(t *testing.T) {
 	}
 	assert.Equal(t, n-1, replayed, "one request does the work, the others replay")
 	assert.Equal(t, 1, b.count(t), "payment rows")
+	// The claim's LAST_INSERT_ID(expr) does not leak into the id the
+	// handler's own AUTO_INCREMENT insert reports.
+	var id int64
+	require.NoError(t, testDB(t).QueryRowContext(t.Context(), "SELECT id FROM "+b.payments).Scan(&id))
+	assert.Equal(t, id, results[0].ID, "the payment's id as LastInsertId reported it")
 
 	_, err := b.pay(t.Context(), "7c1f3a52-0e4b-4d0a-9a3e-5b2c8d1f6e90", 9999, nil)
 	assert.ErrorIs(t, err, errMismatch, "the same key with another body is refused")
