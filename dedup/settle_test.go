@@ -75,7 +75,9 @@ func TestCompleteSurvivesStoreRestart(t *testing.T) {
 func TestRenewalOutlivesCallerCancel(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend, subj storetest.Subject) {
 		realClockOnly(t, subj)
-		const lease = 200 * time.Millisecond
+		// Long enough that a claim on a loaded machine (CI runs packages in
+		// parallel on two cores) stays well under half of it.
+		const lease = 500 * time.Millisecond
 		fx := newEffects()
 		d := newDeduper(t, subj.Store, dedup.WithLease(lease))
 		const id = "evt_cancel_renew"

@@ -46,6 +46,7 @@
 //	store restarted between work and Complete   retried until the store is back; no second run                 TestRunCompleteSurvivesStoreRestart
 //	store paused between work and Complete      retried until the store answers; no second run                 TestRunCompleteSurvivesStorePause
 //	Complete fails until the lease ends         ErrNotRecorded; the key lapses with its lease                  TestRunCompleteGivesUpWhenLeaseEnds
+//	Complete fails for 4 leases, renewals work  recorded done without the response (as KeepWithoutResponse)   TestRunCompleteKeepsFailingWhileRenewing
 //	Complete fails, renewals succeed            ErrNotRecorded after four leases (the caller is not held forever) TestRunCompleteBoundedWhileRenewing
 //	Complete finds the key held by another      store.ErrLeaseLost; the other's record untouched               TestRunCompleteFencedByAnotherClaim
 //	claim's reply after half the lease          Release; ErrSlowClaim (matches ErrUnavailable); work not run   TestRunSlowClaimNotActedOn

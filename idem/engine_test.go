@@ -311,6 +311,37 @@ func TestRunCompleteGivesUpWhenLeaseEnds(t *testing.T) {
 	assert.Greater(t, f.completes.Load(), int32(3))
 }
 
+// TestRunCompleteKeepsFailingWhileRenewing: renewals go through but every
+// Complete with the response fails with an error the store does not name (a
+// server's packet limit). After settleLeases leases the key is recorded as
+// done without the response, so a retry is told so instead of running the
+// work again once the key lapses.
+func TestRunCompleteKeepsFailingWhileRenewing(t *testing.T) {
+	const lease = 60 * time.Millisecond
+	f := &flaky{Store: newMemory(t)}
+	big := []byte("a response the server will not take")
+	f.refuse = func(resp []byte) error {
+		if string(resp) == string(big) {
+			return errBlip
+		}
+		return nil
+	}
+	e := newEngine(t, f, idem.WithLease(lease))
+	k := key(t)
+	start := time.Now()
+	res, err := e.Run(t.Context(), k, "", func(context.Context) idem.Verdict { return idem.Keep(big) })
+	require.NoError(t, err)
+	assert.Equal(t, idem.SettleNotKept, res.Settle)
+	assert.GreaterOrEqual(t, time.Since(start), 4*lease, "tried the response for settleLeases leases first")
+
+	var c counter
+	res, err = e.Run(t.Context(), k, "", c.keep("again"))
+	require.NoError(t, err)
+	assert.True(t, res.Replay(), "done is done: no second run")
+	assert.True(t, res.NotKept)
+	assert.Zero(t, c.n.Load())
+}
+
 func TestRunCompleteFencedByAnotherClaim(t *testing.T) {
 	s, clock := newManualMemory(t)
 	f := &flaky{Store: s}

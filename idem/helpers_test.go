@@ -35,6 +35,9 @@ type flaky struct {
 	claim    func(n int, tok store.Token) error
 	complete func(n int) error
 	release  func(n int) error
+	// refuse, when set, sees each Complete's response: a non-nil error is
+	// returned without calling the store.
+	refuse func(resp []byte) error
 
 	claims, completes, releases atomic.Int32
 }
@@ -53,6 +56,11 @@ func (f *flaky) Complete(ctx context.Context, key string, tok store.Token, resp 
 	n := int(f.completes.Add(1))
 	if f.complete != nil {
 		if err := f.complete(n); err != nil {
+			return err
+		}
+	}
+	if f.refuse != nil {
+		if err := f.refuse(resp); err != nil {
 			return err
 		}
 	}

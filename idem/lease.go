@@ -101,7 +101,7 @@ func (e *Engine) settle(ctx context.Context, key string, tok store.Token, hb *he
 		return res, nil
 	case keepWithoutResponse:
 		res.Settle = SettleNotKept
-		err := e.complete(ctx, key, tok, hb, notKeptMarker)
+		_, err := e.complete(ctx, key, tok, hb, notKeptMarker)
 		hb.stop()
 		if err != nil {
 			return e.notRecorded(ctx, key, res, v, err)
@@ -110,12 +110,15 @@ func (e *Engine) settle(ctx context.Context, key string, tok store.Token, hb *he
 		return res, nil
 	}
 	res.Settle = SettleCompleted
-	err := e.complete(ctx, key, tok, hb, v.response)
+	withoutResponse, err := e.complete(ctx, key, tok, hb, v.response)
 	hb.stop()
 	if err != nil {
 		return e.notRecorded(ctx, key, res, v, err)
 	}
-	e.emit(ctx, Event{Kind: Completed, Key: key, Status: v.status})
+	if withoutResponse {
+		res.Settle = SettleNotKept
+	}
+	e.emit(ctx, Event{Kind: Completed, Key: key, Status: v.status, NotKept: withoutResponse})
 	return res, nil
 }
 
@@ -143,15 +146,26 @@ const (
 
 // complete records response, retrying with backoff while the heartbeat
 // holds the lease. It stops when the lease is lost to another claim
-// (store.ErrLeaseLost) or has ended without a successful renewal.
-func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *heartbeat, response []byte) error {
+// (store.ErrLeaseLost) or has ended without a successful renewal. When the
+// store refuses the response itself (ErrInvalid), or keeps failing for
+// settleLeases leases while renewals succeed (a server limit it does not
+// name, such as a maximum packet size), it records the key as done without
+// the response and reports withoutResponse: a retry is then told the work was
+// done, rather than running it again once the key lapses.
+func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *heartbeat, response []byte) (withoutResponse bool, err error) {
+	withoutResponse = isNotKept(response)
+	defer func() {
+		if err != nil {
+			withoutResponse = false
+		}
+	}()
 	bctx := context.WithoutCancel(ctx)
 	backoff := settleFirstBackoff
 	start := time.Now()
 	reclaims := 0
 	for {
 		if lost := hb.lostToOther(); lost != nil {
-			return lost
+			return false, lost
 		}
 		actx, cancel := context.WithTimeout(bctx, e.attemptTimeout())
 		err := e.call(ctx, key, OpComplete, func() error {
@@ -175,31 +189,40 @@ func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *
 				continue
 			case c.Outcome == store.Acquired:
 				cancel()
-				return fmt.Errorf("the store refuses Complete right after acquiring: %w", ErrNotRecorded)
+				return false, fmt.Errorf("the store refuses Complete right after acquiring: %w", ErrNotRecorded)
 			case c.Outcome == store.Completed && c.Record.Token == tok:
 				cancel()
-				return nil // an earlier attempt went through
+				return withoutResponse, nil // an earlier attempt went through
 			default:
 				cancel()
-				return fmt.Errorf("the key is %v for another claim: %w", c.Outcome, store.ErrLeaseLost)
+				return false, fmt.Errorf("the key is %v for another claim: %w", c.Outcome, store.ErrLeaseLost)
 			}
 		}
 		cancel()
 		if err == nil {
-			return nil
+			return withoutResponse, nil
 		}
-		if errors.Is(err, store.ErrInvalid) && string(response) != string(notKeptMarker) {
+		if errors.Is(err, store.ErrInvalid) && !withoutResponse {
 			// The store refuses this response (too large for the backend):
 			// the effect happened, so record the key as done without it.
 			e.opts.logger.WarnContext(ctx, "idem: the store refused the response; recording the key without it", "key", key, "err", err)
-			response = notKeptMarker
+			response, withoutResponse = notKeptMarker, true
 			continue
 		}
-		if errors.Is(err, store.ErrInvalid) {
-			return err
+		if errors.Is(err, store.ErrInvalid) || hb.ended() {
+			return false, err
 		}
-		if hb.ended() || time.Since(start) >= settleLeases*e.opts.lease {
-			return err
+		if time.Since(start) >= settleLeases*e.opts.lease {
+			if withoutResponse {
+				return false, err
+			}
+			// Renewals go through but this Complete never does: the store
+			// refuses the response in a way it does not name. Letting the
+			// key lapse would run the work again; record it as done
+			// without the response, for as long again.
+			e.opts.logger.ErrorContext(ctx, "idem: Complete keeps failing while the lease is renewed; recording the key without its response", "key", key, "err", err)
+			response, withoutResponse, start = notKeptMarker, true, time.Now()
+			continue
 		}
 		e.opts.logger.WarnContext(ctx, "idem: could not record the result; retrying while the lease holds", "key", key, "err", err)
 		t := time.NewTimer(backoff)

@@ -149,6 +149,8 @@ var knownImports = map[string]string{
 	"keyer":     "github.com/idemkit/idemkit/keyer",
 	"httpidem":  "github.com/idemkit/idemkit/httpidem",
 	"dedup":     "github.com/idemkit/idemkit/dedup",
+	"idem":      "github.com/idemkit/idemkit/idem",
+	"purge":     "github.com/idemkit/idemkit/purge",
 	"goredis":   "github.com/redis/go-redis/v9",
 	"pgx":       "github.com/jackc/pgx/v5",
 	"pgxpool":   "github.com/jackc/pgx/v5/pgxpool",
