@@ -74,7 +74,7 @@ func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describ
 		opts = append(opts, httpidem.WithHook(cfg.hook))
 	}
 	switch led.(type) {
-	case *sqliteLedger, *postgresLedger:
+	case *sqliteLedger, *postgresLedger, *mysqlLedger:
 		// The payment row, the key and the stored response commit together.
 		opts = append(opts, httpidem.WithTransactions())
 	}

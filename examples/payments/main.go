@@ -57,6 +57,7 @@ func parseArgs(args []string) (config, string, error) {
 	fs.StringVar(&cfg.Store, "store", cfg.Store, "shorthand for -store-url: sqlite, memory, postgres or redis")
 	fs.StringVar(&cfg.DB, "db", cfg.DB, "SQLite database file (-store sqlite)")
 	fs.StringVar(&cfg.PostgresURL, "postgres", cfg.PostgresURL, "PostgreSQL URL (-store postgres; default $IDEMKIT_POSTGRES_URL)")
+	fs.StringVar(&cfg.MySQLDSN, "mysql", cfg.MySQLDSN, "MySQL/MariaDB DSN (-store mysql; default $IDEMKIT_MYSQL_DSN)")
 	fs.StringVar(&cfg.RedisAddr, "redis", cfg.RedisAddr, "Redis host:port (-store redis; default $IDEMKIT_REDIS_ADDR)")
 	fs.DurationVar(&cfg.Wait, "wait", cfg.Wait, "how long a duplicate waits for the first request before a 409")
 	fs.DurationVar(&cfg.Delay, "delay", cfg.Delay, "handler latency after a payment is created and before it answers (chaos runs)")

@@ -149,6 +149,7 @@ var knownImports = map[string]string{
 	"keyer":     "github.com/idemkit/idemkit/keyer",
 	"httpidem":  "github.com/idemkit/idemkit/httpidem",
 	"dedup":     "github.com/idemkit/idemkit/dedup",
+	"mysql":     "github.com/idemkit/idemkit/store/mysql",
 	"idem":      "github.com/idemkit/idemkit/idem",
 	"purge":     "github.com/idemkit/idemkit/purge",
 	"goredis":   "github.com/redis/go-redis/v9",
