@@ -65,7 +65,8 @@ func ExampleHashKeys() {
 	key, _ := keyer.ScopedKey("order-42", "acme")
 	fmt.Println(key)
 	fmt.Println(redact(key))
-	fmt.Println(redact(key) == redact(key))
+	again := redact(key) // the same key, hashed again
+	fmt.Println(redact(key) == again)
 	fmt.Printf("%q\n", keyer.OmitKeys()(key))
 	// Output:
 	// 4:acme|8:order-42

@@ -85,7 +85,7 @@ func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describ
 		opts = append(opts, httpidem.WithHook(cfg.hook))
 	}
 	switch led.(type) {
-	case *sqliteLedger, *postgresLedger:
+	case *sqliteLedger, *postgresLedger, *mysqlLedger:
 		// The payment row, the key and the stored response commit together.
 		opts = append(opts, httpidem.WithTransactions())
 	}
@@ -100,7 +100,7 @@ func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describ
 	return a, nil
 }
 
-// startPurge starts the cleanup job when the store can purge (SQLite,
+// startPurge starts the cleanup job when the store can purge (SQLite, MySQL,
 // PostgreSQL, memory; Redis expires keys itself) and purging is on: expired
 // keys leave the store every purgeEvery (with jitter), the first run at
 // once. stop ends the job and waits for it; call it before closing the

@@ -14,7 +14,7 @@
 // shorthand for the same URLs.
 //
 // Keys are kept for -retention (default 24h); on stores that can purge
-// (SQLite, PostgreSQL, memory) a cleanup job deletes expired keys every
+// (SQLite, PostgreSQL, MySQL, memory) a cleanup job deletes expired keys every
 // -purge-every (default 5m, 0 disables it; Redis expires keys itself). Log
 // lines name keys hashed, never raw.
 //
@@ -66,6 +66,7 @@ func parseArgs(args []string) (config, string, error) {
 	fs.StringVar(&cfg.Store, "store", cfg.Store, "shorthand for -store-url: sqlite, memory, postgres or redis")
 	fs.StringVar(&cfg.DB, "db", cfg.DB, "SQLite database file (-store sqlite)")
 	fs.StringVar(&cfg.PostgresURL, "postgres", cfg.PostgresURL, "PostgreSQL URL (-store postgres; default $IDEMKIT_POSTGRES_URL)")
+	fs.StringVar(&cfg.MySQLDSN, "mysql", cfg.MySQLDSN, "MySQL/MariaDB DSN (-store mysql; default $IDEMKIT_MYSQL_DSN)")
 	fs.StringVar(&cfg.RedisAddr, "redis", cfg.RedisAddr, "Redis host:port (-store redis; default $IDEMKIT_REDIS_ADDR)")
 	fs.DurationVar(&cfg.Wait, "wait", cfg.Wait, "how long a duplicate waits for the first request before a 409")
 	fs.DurationVar(&cfg.Delay, "delay", cfg.Delay, "handler latency after a payment is created and before it answers (chaos runs)")

@@ -107,7 +107,7 @@ func newServer(cfg config, logger *slog.Logger) (*server, purge.Option, error) {
 	logger = slog.New(keyer.RedactHandler(logger.Handler(), redact))
 
 	var st store.Store
-	closeStore := func() {}
+	var closeStore func()
 	switch cfg.Store {
 	case "memory":
 		m, err := memory.New()
