@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash"
 	"log/slog"
+	"strings"
 	"sync"
 )
 
@@ -118,7 +119,9 @@ var DefaultKeyAttrs = []string{"key"}
 //	logger := slog.New(keyer.RedactHandler(slog.Default().Handler(), nil))
 //
 // Attributes of other kinds (a slog.LogValuer included, resolved first) are
-// redacted when they resolve to a string; others pass unchanged.
+// redacted when they resolve to a string; others pass unchanged. A value
+// already hashed (IsHashed), as idemkit's packages log keys by default,
+// passes unchanged: wrapping their logger does not hash keys twice.
 func RedactHandler(h slog.Handler, r Redactor, names ...string) slog.Handler {
 	if len(names) == 0 {
 		names = DefaultKeyAttrs
@@ -172,8 +175,26 @@ func (h *redactHandler) attr(a slog.Attr) slog.Attr {
 			red[i] = h.attr(ga)
 		}
 		return slog.Attr{Key: a.Key, Value: slog.GroupValue(red...)}
-	case h.names[a.Key] && a.Value.Kind() == slog.KindString:
+	case h.names[a.Key] && a.Value.Kind() == slog.KindString && !IsHashed(a.Value.String()):
 		return slog.String(a.Key, h.r(a.Value.String()))
 	}
 	return a
+}
+
+// IsHashed reports whether v has the form HashKeys writes: "hmac:" and 32
+// lowercase hex digits. RedactHandler passes such values unchanged, since
+// idemkit's own packages already log keys that way (WithKeyRedactor), so a
+// logger wrapped with it does not hash them a second time. A scoped key (see
+// ScopedKey) never has this form.
+func IsHashed(v string) bool {
+	h, ok := strings.CutPrefix(v, hashPrefix)
+	if !ok || len(h) != 2*hashBytes {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -1,10 +1,12 @@
 package keyer_test
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -151,5 +153,35 @@ func TestHashKeysConcurrent(t *testing.T) {
 	close(errs)
 	for e := range errs {
 		t.Error(e)
+	}
+}
+
+// TestRedactHandlerHashesOnce: a key that idemkit's packages already logged
+// hashed passes RedactHandler unchanged; a raw key and a value that only
+// looks hashed are hashed.
+func TestRedactHandlerHashesOnce(t *testing.T) {
+	var buf bytes.Buffer
+	red := keyer.DefaultRedactor()
+	logger := slog.New(keyer.RedactHandler(slog.NewJSONHandler(&buf, nil), red))
+	hashed := red("4:acme|8:order-42")
+	if !keyer.IsHashed(hashed) {
+		t.Fatalf("IsHashed(%q) = false", hashed)
+	}
+	for _, v := range []string{"hmac:xyz", "hmac:" + strings.Repeat("A", 32), "hmac:" + strings.Repeat("0", 31), "4:acme|8:order-42"} {
+		if keyer.IsHashed(v) {
+			t.Errorf("IsHashed(%q) = true", v)
+		}
+	}
+	logger.Info("already hashed", "key", hashed)
+	logger.Info("raw", "key", "4:acme|8:order-42")
+	logger.Info("looks hashed", "key", "hmac:xyz")
+	out := buf.String()
+	if n := strings.Count(out, `"key":"`+hashed+`"`); n != 2 {
+		t.Errorf("the hashed key appears %d times, want 2 (hashed once, not twice):\n%s", n, out)
+	}
+	for _, raw := range []string{"order-42", "hmac:xyz"} {
+		if strings.Contains(out, raw) {
+			t.Errorf("%q logged raw:\n%s", raw, out)
+		}
 	}
 }

@@ -26,7 +26,6 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -34,7 +33,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -116,27 +114,10 @@ func serve(cfg config, addr string) error {
 	return nil
 }
 
-// logHandler wraps h so that no line carries a raw idempotency key: idemkit's
-// packages write keys already hashed ("hmac:" and 32 hex digits, see
-// httpidem.WithKeyRedactor), and such a value passes as it is; any other
-// value logged under "key" (by the demo's own code, now or later) is hashed
-// the same way, with the process's key.
+// logHandler wraps h so that no line carries a raw idempotency key: a value
+// logged under "key" by the demo's own code is hashed with the process's
+// secret, and keys idemkit's packages already logged hashed pass unchanged
+// (keyer.RedactHandler leaves keyer.IsHashed values alone).
 func logHandler(h slog.Handler) slog.Handler {
-	red := keyer.DefaultRedactor()
-	return keyer.RedactHandler(h, func(v string) string {
-		if isHashed(v) {
-			return v
-		}
-		return red(v)
-	}, "key")
-}
-
-// isHashed reports whether v is a key as keyer.HashKeys writes it.
-func isHashed(v string) bool {
-	hexPart, ok := strings.CutPrefix(v, "hmac:")
-	if !ok || len(hexPart) != 32 {
-		return false
-	}
-	_, err := hex.DecodeString(hexPart)
-	return err == nil
+	return keyer.RedactHandler(h, nil, "key")
 }

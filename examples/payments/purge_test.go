@@ -151,6 +151,4 @@ func TestLogHandlerRedacts(t *testing.T) {
 	assert.NotContains(t, out, "client-key-Zk41")
 	assert.Equal(t, 2, strings.Count(out, keyer.DefaultRedactor()(raw)), out)
 	assert.Contains(t, out, `"key":"`+hashed+`"`, "a hashed key is not hashed twice")
-	assert.True(t, isHashed(hashed))
-	assert.False(t, isHashed("hmac:xyz"))
 }
