@@ -2,7 +2,6 @@ package dedup
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -59,10 +58,7 @@ func defaults() options {
 // it lapse.
 func WithLease(d time.Duration) Option {
 	return func(o *options) error {
-		if d < MinLease {
-			return fmt.Errorf("lease %v is shorter than %v", d, MinLease)
-		}
-		o.lease = d
+		o.lease = d // checked once, by idem.New
 		return nil
 	}
 }
@@ -77,10 +73,7 @@ func WithLease(d time.Duration) Option {
 // retries; GitHub webhooks, as long as someone may press "Redeliver".
 func WithRetention(d time.Duration) Option {
 	return func(o *options) error {
-		if d <= 0 {
-			return fmt.Errorf("retention %v is not positive", d)
-		}
-		o.retention = d
+		o.retention = d // checked once, by idem.New
 		return nil
 	}
 }

@@ -129,10 +129,7 @@ func WithFingerprinter(f *keyer.Fingerprinter) Option {
 // before the response is stored. It must be at least idem.MinLease.
 func WithLease(d time.Duration) Option {
 	return func(o *options) error {
-		if d < idem.MinLease {
-			return fmt.Errorf("lease %v is shorter than %v", d, idem.MinLease)
-		}
-		o.lease = d
+		o.lease = d // checked once, by idem.New
 		return nil
 	}
 }
@@ -141,10 +138,7 @@ func WithLease(d time.Duration) Option {
 // It must be positive.
 func WithRetention(d time.Duration) Option {
 	return func(o *options) error {
-		if d <= 0 {
-			return fmt.Errorf("retention %v is not positive", d)
-		}
-		o.retention = d
+		o.retention = d // checked once, by idem.New
 		return nil
 	}
 }
@@ -156,10 +150,7 @@ func WithRetention(d time.Duration) Option {
 // away. It must not be negative.
 func WithWait(d time.Duration) Option {
 	return func(o *options) error {
-		if d < 0 {
-			return fmt.Errorf("wait %v is negative", d)
-		}
-		o.wait = d
+		o.wait = d // checked once, by idem.New
 		return nil
 	}
 }
