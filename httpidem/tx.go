@@ -3,6 +3,7 @@ package httpidem
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 
 	"github.com/idemkit/idemkit/idem"
@@ -17,9 +18,16 @@ var errResponseTooLarge = errors.New("httpidem: response larger than WithMaxResp
 // WithMaxResponse bytes, and sent only after the commit.
 func (m *middleware) serveTx(ctx context.Context, w http.ResponseWriter, r *http.Request, next http.Handler, key, fp string) {
 	var buf *bufferWriter
+	body, _ := r.Body.(io.Seeker) // the fingerprinter's copy of the body
 	res, err := m.engine.Run(ctx, key, fp, func(wctx context.Context) idem.Verdict {
 		hctx, cancel := context.WithCancelCause(wctx)
 		defer cancel(nil)
+		if body != nil {
+			// The store may run the transaction again after the database
+			// rolled it back whole (a deadlock): this attempt reads the
+			// body from the start, as the first one did.
+			_, _ = body.Seek(0, io.SeekStart) // to 0, which cannot fail
+		}
 		buf = &bufferWriter{inner: w, max: m.maxResponse, cancel: cancel}
 		next.ServeHTTP(buf, r.WithContext(hctx))
 		return m.verdict(buf.finalStatus(), buf.overflow, false, func() []byte {
