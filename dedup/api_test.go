@@ -28,6 +28,8 @@ func TestNewRejects(t *testing.T) {
 		"LongScope":      {s, []dedup.Option{dedup.WithScope(strings.Repeat("s", store.MaxKeyLen))}},
 		"NULInScope":     {s, []dedup.Option{dedup.WithScope("a\x00b")}},
 		"InvalidUTF8Scp": {s, []dedup.Option{dedup.WithScope("\xff")}},
+		"NilLogger":      {s, []dedup.Option{dedup.WithLogger(nil)}},
+		"NilObserver":    {s, []dedup.Option{dedup.WithObserver(nil)}},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -37,8 +39,8 @@ func TestNewRejects(t *testing.T) {
 			assert.True(t, strings.HasPrefix(err.Error(), "dedup: new: "), err.Error())
 		})
 	}
-	d, err := dedup.New(s, nil, dedup.WithLogger(nil), dedup.WithLease(dedup.MinLease))
-	require.NoError(t, err, "nil options are ignored; MinLease is accepted")
+	d, err := dedup.New(s, dedup.WithLease(dedup.MinLease))
+	require.NoError(t, err, "MinLease is accepted")
 	require.NotNil(t, d)
 }
 

@@ -2,48 +2,51 @@ package dedup
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
-	"time"
+	"strings"
 
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/store"
 )
 
 // fingerprint is the fingerprint of every record Process writes. It does not
 // vary with the message (an id names one event), but it tells a dedup record
-// apart from a record of another kind under the same key.
+// apart from a record of another kind under the same key. ProcessWith adds
+// the payload's fingerprint after a colon.
 const fingerprint = "dedup/v1"
 
 // Deduper runs the work of each message id once while the message is
 // delivered at least once. It is safe for concurrent use by multiple
 // goroutines.
 type Deduper struct {
-	s    store.Store
-	opts options
-	// prefix is put before every id to form the store key.
-	prefix string
+	s      store.Store
+	opts   options
+	lease  *idem.Engine // Process
+	tx     *idem.Engine // ProcessTx; nil when the store is not a store.Transactor
+	prefix string       // put before every id to form the store key
 }
 
-// New returns a Deduper that records ids in s. It fails when s is nil or an
-// option is out of range (a lease shorter than MinLease, a non-positive
-// retention, a scope the store cannot hold).
+// New returns a Deduper that records ids in s. It fails with an error
+// matching store.ErrInvalid when s is nil or an option is out of range (a
+// lease shorter than MinLease, a non-positive retention, a nil logger, a
+// scope the store cannot hold).
 func New(s store.Store, opts ...Option) (*Deduper, error) {
 	if s == nil {
 		return nil, fmt.Errorf("dedup: new: %w: nil store", store.ErrInvalid)
 	}
 	o := defaults()
 	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
+		if opt == nil {
+			continue // a nil Option is skipped, as everywhere in the module
 		}
-	}
-	if o.lease < MinLease {
-		return nil, fmt.Errorf("dedup: new: %w: lease %v is shorter than %v", store.ErrInvalid, o.lease, MinLease)
-	}
-	if o.retention <= 0 {
-		return nil, fmt.Errorf("dedup: new: %w: retention %v is not positive", store.ErrInvalid, o.retention)
+		if err := opt(&o); err != nil {
+			return nil, fmt.Errorf("dedup: new: %w: %w", store.ErrInvalid, err)
+		}
 	}
 	// The scope is length-prefixed, so no scope and id can spell another
 	// scope's key: "dedup:6:stripe:evt_1", or "dedup:0::evt_1" without scope.
@@ -51,7 +54,31 @@ func New(s store.Store, opts ...Option) (*Deduper, error) {
 	if err := store.CheckKey(d.prefix + "x"); err != nil {
 		return nil, fmt.Errorf("dedup: new: scope: %w", err)
 	}
+	eopts := []idem.Option{
+		idem.WithLease(o.lease), idem.WithRetention(o.retention), idem.WithLogger(o.logger),
+		idem.WithSameRequest(sameDelivery), idem.WithKeyRedactor(o.redact),
+	}
+	for _, obs := range o.observers {
+		eopts = append(eopts, idem.WithObserver(obs))
+	}
+	var err error
+	if d.lease, err = idem.New(s, eopts...); err != nil {
+		return nil, fmt.Errorf("dedup: new: %w", err)
+	}
+	if _, ok := s.(store.Transactor); ok {
+		// Prepared for ProcessTx, which the caller chooses explicitly.
+		if d.tx, err = idem.New(s, append(eopts, idem.WithTransactions())...); err != nil {
+			return nil, fmt.Errorf("dedup: new: %w", err)
+		}
+	}
 	return d, nil
+}
+
+// sameDelivery: a record written without a payload fingerprint cannot be
+// compared with one written with it; both are dedup's, so the id decides.
+func sameDelivery(recorded, presented string) bool {
+	return (recorded == fingerprint && strings.HasPrefix(presented, fingerprint)) ||
+		(presented == fingerprint && strings.HasPrefix(recorded, fingerprint))
 }
 
 // Key returns the store key under which id is recorded, for callers that
@@ -61,6 +88,13 @@ func (d *Deduper) Key(id string) string {
 	return d.prefix + id
 }
 
+// Fingerprint returns a fingerprint of a message's payload for ProcessWith:
+// the hex SHA-256 of its bytes.
+func Fingerprint(payload []byte) string {
+	sum := sha256.Sum256(payload)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
 // Process runs fn once for id, however many times the message is delivered:
 // it claims id, runs fn, and records id as processed when fn returns nil.
 // The Outcome says what happened and what to do with the message (see
@@ -68,85 +102,110 @@ func (d *Deduper) Key(id string) string {
 //
 //   - The first delivery claims id, calls fn, and returns Processed.
 //   - A delivery of an id already processed returns Duplicate without
-//     calling fn.
+//     calling fn. Without a fingerprint (Process), the same id is a
+//     duplicate whatever its payload; use ProcessWith to tell a redelivery
+//     from a different message that reuses the id.
 //   - A delivery of an id that another delivery is processing right now
 //     returns InFlight without calling fn.
 //   - When fn returns an error, Process releases id so the redelivery runs
 //     fn again, and returns Failed with fn's error (errors.Is matches it).
 //   - When fn panics, Process releases id and lets the panic continue.
 //
-// While fn runs, Process renews the claim's lease every lease/2 (a
-// heartbeat), so a redelivery of a slow message finds it InFlight rather
-// than running it a second time. If a renewal finds that the lease lapsed and
-// another delivery claimed id (the consumer was paused for longer than the
-// lease: a GC pause, a lost network, a suspended VM), Process cancels the
-// context passed to fn, with context.Cause(ctx) matching store.ErrLeaseLost,
-// and does not record id: Process returns Failed with an error matching
-// store.ErrLeaseLost (and fn's error, if fn returned one). If the takeover
-// happened after the last renewal, the store itself refuses this run's
-// completion (fencing) and Process returns the same. Either way the record
-// belongs to the other delivery and is left untouched; nack the message,
-// its redelivery will be a Duplicate once the other delivery finished. fn's
-// effect may then have happened twice: make effects outside your database
-// idempotent themselves (forward id to the provider), or use ProcessTx.
+// While fn runs, and until its completion is recorded, the lease is renewed
+// every lease/2 (a heartbeat), independently of ctx: cancelling ctx cancels
+// fn's context, never the renewal while fn still runs. If the lease is lost
+// (another delivery claimed id after the consumer was frozen for longer than
+// the lease, or renewals failed until it ran out), fn's context is cancelled
+// with context.Cause(ctx) matching store.ErrLeaseLost, and Process returns
+// Failed with an error matching store.ErrLeaseLost (and fn's error, if fn
+// returned one); the record belongs to the other delivery and is left
+// untouched. fn's effect may then have happened twice: make effects outside
+// your database idempotent themselves (forward id to the provider), or use
+// ProcessTx.
 //
-// fn receives a context derived from ctx. Once fn has returned, Process
-// records the result even if ctx has been cancelled meanwhile (bounded by the
-// lease), because the effect has already happened.
+// Once fn has returned nil, Process records id even if ctx has been
+// cancelled meanwhile, retrying a failing store with backoff for as long as
+// the lease holds (see package idem): a store restart or pause of a few
+// seconds between fn and the record never makes a redelivery run fn again.
 //
 // Process uses leases on every store, including a store.Transactor; use
 // ProcessTx to run fn in the store's transaction.
 func (d *Deduper) Process(ctx context.Context, id string, fn func(ctx context.Context) error) (Outcome, error) {
-	key, err := d.check(ctx, "process", id, fn)
-	if err != nil {
-		return Failed, err
-	}
-	token := store.NewToken()
-	c, err := d.s.Claim(ctx, key, fingerprint, token, d.opts.lease)
-	if err != nil {
-		return Failed, fmt.Errorf("dedup: claim %q: %w", id, err)
-	}
-	if c.Outcome != store.Acquired {
-		return d.notAcquired(ctx, id, c)
-	}
-	return d.run(ctx, id, key, token, fn)
+	return d.process(ctx, "process", id, fingerprint, fn)
 }
 
-// run calls fn for an acquired id with a heartbeat, then completes or
-// releases the id.
-func (d *Deduper) run(ctx context.Context, id, key string, token store.Token, fn func(ctx context.Context) error) (Outcome, error) {
-	fnCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	hb := d.startHeartbeat(ctx, id, key, token, cancel)
-
-	// No recover: if fn panics (or calls runtime.Goexit), this deferred
-	// function stops the heartbeat and releases id while the panic goes on
-	// with its original stack.
-	returned := false
-	defer func() {
-		if !returned {
-			hb.halt()
-			d.log(ctx, slog.LevelError, "fn panicked (or called runtime.Goexit); releasing the id", id)
-			_ = d.release(ctx, id, key, token)
-		}
-	}()
-	fnErr := fn(fnCtx)
-	returned = true
-	lost := hb.halt()
-
-	switch {
-	case lost != nil && fnErr != nil:
-		return Failed, fmt.Errorf("%w; fn returned: %w", lost, fnErr)
-	case lost != nil:
-		return Failed, lost
-	case fnErr != nil:
-		if err := d.release(ctx, id, key, token); err != nil {
-			return Failed, errors.Join(fnErr, err)
-		}
-		return Failed, fnErr
+// ProcessWith is Process with the fingerprint of the message's payload
+// (Fingerprint(payload), or any string of your own that identifies the
+// payload): a delivery of a processed or in-flight id with another
+// fingerprint returns Mismatch without calling fn, instead of Duplicate,
+// so a different message that reuses an id is reported rather than silently
+// skipped. A record written by Process (no fingerprint) matches any.
+func (d *Deduper) ProcessWith(ctx context.Context, id, payloadFingerprint string, fn func(ctx context.Context) error) (Outcome, error) {
+	if payloadFingerprint == "" {
+		return Failed, fmt.Errorf("dedup: process %q: %w: empty fingerprint", d.show(id), store.ErrInvalid)
 	}
-	if err := d.complete(ctx, id, key, token); err != nil {
+	return d.process(ctx, "process", id, fingerprint+":"+payloadFingerprint, fn)
+}
+
+func (d *Deduper) process(ctx context.Context, op, id, fp string, fn func(ctx context.Context) error) (Outcome, error) {
+	key, err := d.check(ctx, op, id, fn)
+	if err != nil {
 		return Failed, err
+	}
+	if err := store.CheckClaim(key, fp, "t", d.opts.lease); err != nil {
+		return Failed, fmt.Errorf("dedup: %s %q: fingerprint: %w", op, d.show(id), err)
+	}
+	return d.run(ctx, d.lease, id, key, fp, fn)
+}
+
+// run is the one adapter over the engine for Process and ProcessTx: fn's
+// error says its effect did not happen (release, or roll back); nil says it
+// did (record).
+func (d *Deduper) run(ctx context.Context, e *idem.Engine, id, key, fp string, fn func(ctx context.Context) error) (Outcome, error) {
+	var fnErr, cause error
+	res, err := e.Run(ctx, key, fp, func(wctx context.Context) idem.Verdict {
+		fnErr = fn(wctx)
+		cause = context.Cause(wctx)
+		if fnErr != nil {
+			return idem.Discard(fnErr.Error())
+		}
+		return idem.Keep(nil)
+	})
+	switch res.Outcome {
+	case store.Completed:
+		d.log(ctx, slog.LevelDebug, "duplicate of a processed id", id)
+		return Duplicate, nil
+	case store.InProgress:
+		d.log(ctx, slog.LevelDebug, "duplicate of an id in flight", id, slog.Time("locked_until", res.Record.LockedUntil))
+		return InFlight, nil
+	case store.Mismatch:
+		if !strings.HasPrefix(res.Record.Fingerprint, fingerprint) {
+			// The key holds a record that another component wrote: a store
+			// shared without separate keys.
+			return Failed, fmt.Errorf("dedup: claim %q: key %q holds a record that dedup did not write (fingerprint %q)",
+				d.show(id), d.show(res.Record.Key), res.Record.Fingerprint)
+		}
+		d.log(ctx, slog.LevelWarn, "id reused with a different payload", id)
+		return Mismatch, nil
+	case store.Acquired:
+	default:
+		return Failed, fmt.Errorf("dedup: claim %q: %w", d.show(id), err)
+	}
+	lost := errors.Is(err, store.ErrLeaseLost) || errors.Is(cause, store.ErrLeaseLost)
+	switch {
+	case lost && fnErr != nil:
+		if err == nil {
+			err = fmt.Errorf("dedup: %q: the lease ran out while fn ran: %w", d.show(id), store.ErrLeaseLost)
+		}
+		return Failed, fmt.Errorf("%w; fn returned: %w", err, fnErr)
+	case fnErr != nil && err != nil:
+		d.log(ctx, slog.LevelError, "release failed; the id stays in flight until its lease lapses", id, slog.Any("error", err))
+		return Failed, errors.Join(fnErr, fmt.Errorf("dedup: release %q: %w", d.show(id), err))
+	case fnErr != nil:
+		return Failed, fnErr
+	case err != nil:
+		d.log(ctx, slog.LevelError, "could not record the id as processed", id, slog.Any("error", err))
+		return Failed, fmt.Errorf("dedup: complete %q: %w", d.show(id), err)
 	}
 	return Processed, nil
 }
@@ -154,10 +213,10 @@ func (d *Deduper) run(ctx context.Context, id, key string, token store.Token, fn
 // check validates Process's arguments and returns the store key for id.
 func (d *Deduper) check(ctx context.Context, op, id string, fn func(ctx context.Context) error) (string, error) {
 	if fn == nil {
-		return "", fmt.Errorf("dedup: %s %q: %w: nil fn", op, id, store.ErrInvalid)
+		return "", fmt.Errorf("dedup: %s %q: %w: nil fn", op, d.show(id), store.ErrInvalid)
 	}
 	if ctx == nil {
-		return "", fmt.Errorf("dedup: %s %q: %w: nil context", op, id, store.ErrInvalid)
+		return "", fmt.Errorf("dedup: %s %q: %w: nil context", op, d.show(id), store.ErrInvalid)
 	}
 	if id == "" {
 		return "", fmt.Errorf("dedup: %s: %w: empty id", op, store.ErrInvalid)
@@ -167,103 +226,22 @@ func (d *Deduper) check(ctx context.Context, op, id string, fn func(ctx context.
 		return "", fmt.Errorf("dedup: %s: id: %w", op, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return "", fmt.Errorf("dedup: %s %q: %w", op, id, err)
+		return "", fmt.Errorf("dedup: %s %q: %w", op, d.show(id), err)
 	}
 	return key, nil
 }
 
-// notAcquired maps the outcome of a claim that did not acquire id.
-func (d *Deduper) notAcquired(ctx context.Context, id string, c store.Claim) (Outcome, error) {
-	switch c.Outcome {
-	case store.Completed:
-		d.log(ctx, slog.LevelDebug, "duplicate of a processed id", id)
-		return Duplicate, nil
-	case store.InProgress:
-		d.log(ctx, slog.LevelDebug, "duplicate of an id in flight", id,
-			slog.Time("locked_until", c.Record.LockedUntil))
-		return InFlight, nil
-	case store.Mismatch:
-		// The key holds a record that another component wrote with another
-		// fingerprint: a store shared without separate keys.
-		return Failed, fmt.Errorf("dedup: claim %q: key %q holds a record that dedup did not write (fingerprint %q)",
-			id, c.Record.Key, c.Record.Fingerprint)
-	}
-	return Failed, fmt.Errorf("dedup: claim %q: unexpected outcome %v", id, c.Outcome)
-}
-
-// settleContext is the context for Complete and Release after fn returned:
-// not cancelled with ctx, because the effect has already happened, but
-// bounded by the lease, after which the claim means nothing anyway.
-func (d *Deduper) settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), d.opts.lease)
-}
-
-// complete records id as processed, retrying a failed backend a few times
-// (Complete is safe to retry). ErrLeaseLost and ErrInvalid are final.
-func (d *Deduper) complete(ctx context.Context, id, key string, token store.Token) error {
-	sctx, cancel := d.settleContext(ctx)
-	defer cancel()
-	const attempts = 3
-	backoff := 20 * time.Millisecond
-	var err error
-	for i := 0; ; i++ {
-		err = d.s.Complete(sctx, key, token, nil, d.opts.retention)
-		if err == nil || errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrInvalid) || i == attempts-1 {
-			break
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-sctx.Done():
-			t.Stop()
-		case <-t.C:
-		}
-		if sctx.Err() != nil {
-			break
-		}
-		backoff *= 2
-	}
-	if errors.Is(err, store.ErrLeaseLost) {
-		// The lease lapsed before fn returned. If no other delivery has
-		// claimed the id since, claiming it again with the same token
-		// succeeds and the completion can be recorded; otherwise the store
-		// decided atomically that the id is the other delivery's.
-		c, cerr := d.s.Claim(sctx, key, fingerprint, token, d.opts.lease)
-		if cerr == nil && c.Outcome == store.Acquired {
-			err = d.s.Complete(sctx, key, token, nil, d.opts.retention)
-		}
-	}
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, store.ErrLeaseLost) {
-		d.log(ctx, slog.LevelWarn, "completion refused: the lease lapsed and another delivery took the id", id)
-		return fmt.Errorf("dedup: complete %q: the lease lapsed and another delivery took the id: %w", id, err)
-	}
-	d.log(ctx, slog.LevelError, "could not record the id as processed; a redelivery will run fn again", id,
-		slog.Any("error", err))
-	return fmt.Errorf("dedup: complete %q: %w", id, err)
-}
-
-// release gives up the claim so a redelivery runs fn again. A failure is
-// logged and returned; the claim then lapses with its lease.
-func (d *Deduper) release(ctx context.Context, id, key string, token store.Token) error {
-	sctx, cancel := d.settleContext(ctx)
-	defer cancel()
-	if err := d.s.Release(sctx, key, token); err != nil {
-		d.log(ctx, slog.LevelError, "release failed; the id stays in flight until its lease lapses", id,
-			slog.Any("error", err))
-		return fmt.Errorf("dedup: release %q: %w", id, err)
-	}
-	return nil
-}
+// show returns an id (or the scope) as log lines and error texts carry it:
+// through the key redactor.
+func (d *Deduper) show(id string) string { return d.opts.redact.Redact(id) }
 
 func (d *Deduper) log(ctx context.Context, level slog.Level, msg, id string, attrs ...slog.Attr) {
 	if !d.opts.logger.Enabled(ctx, level) {
 		return
 	}
-	attrs = append(attrs, slog.String("id", id))
+	attrs = append(attrs, slog.String("id", d.show(id)))
 	if d.opts.scope != "" {
-		attrs = append(attrs, slog.String("scope", d.opts.scope))
+		attrs = append(attrs, slog.String("scope", d.show(d.opts.scope)))
 	}
 	d.opts.logger.LogAttrs(ctx, level, "dedup: "+msg, attrs...)
 }

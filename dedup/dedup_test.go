@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -148,8 +149,7 @@ func TestFailedThenRedelivered(t *testing.T) {
 func TestPanicReleases(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend, subj storetest.Subject) {
 		fx := newEffects()
-		tk := newManualTicker()
-		d := newDeduper(t, subj.Store, dedup.WithTimer(tk.new))
+		d := newDeduper(t, subj.Store)
 		const id = "evt_panic"
 
 		recovered := func() (v any) {
@@ -158,7 +158,6 @@ func TestPanicReleases(t *testing.T) {
 			return nil
 		}()
 		assert.Equal(t, "handler bug", recovered, "the panic goes on to the caller")
-		assert.Equal(t, int32(1), tk.stopped.Load(), "heartbeat stopped")
 		_, err := subj.Store.Get(t.Context(), d.Key(id))
 		assert.ErrorIs(t, err, store.ErrNotFound, "the id was released")
 
@@ -170,21 +169,21 @@ func TestPanicReleases(t *testing.T) {
 }
 
 // TestLeaseLapse freezes a consumer inside fn for longer than the lease (its
-// heartbeat never ticks), lets a redelivery claim and process the id, and
-// shows what the frozen run sees.
+// renewals hang), lets a redelivery claim and process the id, and shows what
+// the frozen run sees.
 func TestLeaseLapse(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend, subj storetest.Subject) {
-		lease := leaseFor(subj)
+		realClockOnly(t, subj)
+		const lease = 300 * time.Millisecond
 
-		// The frozen run's next renewal finds the id taken: its fn's context
-		// is cancelled with a cause matching store.ErrLeaseLost, and Process
-		// returns Failed with an error matching store.ErrLeaseLost.
-		t.Run("RenewalCancelsStaleRun", func(t *testing.T) {
+		// The frozen run's lease runs out: its fn's context is cancelled
+		// with a cause matching store.ErrLeaseLost, and Process returns
+		// Failed with an error matching store.ErrLeaseLost.
+		t.Run("LapseCancelsStaleRun", func(t *testing.T) {
 			fx := newEffects()
 			const id = "evt_lapse_renewal"
-			tk := newManualTicker()
-			beats, hook := beatRecorder()
-			stale := newDeduper(t, subj.Store, dedup.WithLease(lease), dedup.WithTimer(tk.new), hook)
+			fz := &freezer{Store: subj.Store}
+			stale := newDeduper(t, fz, dedup.WithLease(lease))
 			fresh := newDeduper(t, subj.Store, dedup.WithLease(lease))
 
 			started := make(chan struct{})
@@ -193,59 +192,46 @@ func TestLeaseLapse(t *testing.T) {
 				err, fnCause error
 			}
 			done := make(chan result, 1)
+			fz.freeze()
+			defer fz.thaw()
 			go func() {
 				var cause error
 				out, err := stale.Process(t.Context(), id, func(ctx context.Context) error {
 					close(started)
 					<-ctx.Done() // a frozen consumer, woken by the cancellation
 					cause = context.Cause(ctx)
-					if ctx.Err() != nil {
-						return ctx.Err() // the effect is not applied
-					}
-					fx.apply(id)
-					return nil
+					return ctx.Err() // the effect is not applied
 				})
 				done <- result{out, err, cause}
 			}()
 			<-started
-			advance(t, subj, lease+lease/2)
-
-			out, err := fresh.Process(t.Context(), id, fx.fn(id))
-			require.NoError(t, err)
-			require.Equal(t, dedup.Processed, out, "the redelivery runs fn after the lease lapsed")
-			owner, err := subj.Store.Get(t.Context(), stale.Key(id))
-			require.NoError(t, err)
-
-			tk.tick(t)
-			assert.Equal(t, beat{lost: true}, recv(t, beats))
 			r := recv(t, done)
 			assert.Equal(t, dedup.Failed, r.out)
 			assert.ErrorIs(t, r.err, store.ErrLeaseLost)
 			assert.ErrorIs(t, r.err, context.Canceled, "fn's error is in the chain too")
 			assert.ErrorIs(t, r.fnCause, store.ErrLeaseLost, "context.Cause tells fn why")
 			t.Logf("the stale run sees: %v, %v", r.out, r.err)
-			assert.Equal(t, int32(1), tk.stopped.Load(), "heartbeat stopped")
+			advance(t, subj, lease/2) // the lapsed lease is over in the store too
 
-			assert.Equal(t, 1, fx.count(id), "the stale run did not apply the effect")
-			rec, err := subj.Store.Get(t.Context(), stale.Key(id))
+			out, err := fresh.Process(t.Context(), id, fx.fn(id))
 			require.NoError(t, err)
-			assert.Equal(t, owner.Token, rec.Token, "the redelivery's record is untouched")
-			assert.Equal(t, store.StatusCompleted, rec.Status)
-			out, err = stale.Process(t.Context(), id, fx.fn(id))
+			require.Equal(t, dedup.Processed, out, "the redelivery runs fn after the lease lapsed")
+			assert.Equal(t, 1, fx.count(id))
+			out, err = fresh.Process(t.Context(), id, fx.fn(id))
 			require.NoError(t, err)
 			assert.Equal(t, dedup.Duplicate, out, "a later redelivery is a duplicate")
 		})
 
-		// The frozen run wakes and returns nil without a renewal in between:
-		// the store refuses its completion (fencing) and Process returns
-		// Failed with store.ErrLeaseLost. Its effect did happen: lease mode
-		// cannot take back what fn already did, which is why effects
-		// outside the database must be idempotent themselves.
+		// The frozen run wakes and returns nil after another delivery took
+		// the id: the store refuses its completion (fencing) and Process
+		// returns Failed with store.ErrLeaseLost. Its effect did happen:
+		// lease mode cannot take back what fn already did, which is why
+		// effects outside the database must be idempotent themselves.
 		t.Run("StaleCompletionRefused", func(t *testing.T) {
 			fx := newEffects()
 			const id = "evt_lapse_complete"
-			tk := newManualTicker()
-			stale := newDeduper(t, subj.Store, dedup.WithLease(lease), dedup.WithTimer(tk.new))
+			fz := &freezer{Store: subj.Store}
+			stale := newDeduper(t, fz, dedup.WithLease(lease))
 			fresh := newDeduper(t, subj.Store, dedup.WithLease(lease))
 
 			started, wake := make(chan struct{}), make(chan struct{})
@@ -254,6 +240,7 @@ func TestLeaseLapse(t *testing.T) {
 				err error
 			}
 			done := make(chan result, 1)
+			fz.freeze()
 			go func() {
 				out, err := stale.Process(t.Context(), id, func(ctx context.Context) error {
 					close(started)
@@ -272,6 +259,7 @@ func TestLeaseLapse(t *testing.T) {
 			owner, err := subj.Store.Get(t.Context(), stale.Key(id))
 			require.NoError(t, err)
 
+			fz.thaw()
 			close(wake)
 			r := recv(t, done)
 			assert.Equal(t, dedup.Failed, r.out)
@@ -287,17 +275,15 @@ func TestLeaseLapse(t *testing.T) {
 	})
 }
 
-// TestHeartbeatRenews holds fn for longer than the lease, renewing it once in
-// the middle: a redelivery after the original lease would have lapsed still
-// sees InFlight.
+// TestHeartbeatRenews holds fn for longer than the lease: a redelivery after
+// the original lease would have lapsed still sees InFlight.
 func TestHeartbeatRenews(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend, subj storetest.Subject) {
+		realClockOnly(t, subj)
 		fx := newEffects()
 		const id = "evt_slow"
-		lease := leaseFor(subj)
-		tk := newManualTicker()
-		beats, hook := beatRecorder()
-		slow := newDeduper(t, subj.Store, dedup.WithLease(lease), dedup.WithTimer(tk.new), hook)
+		const lease = 300 * time.Millisecond
+		slow := newDeduper(t, subj.Store, dedup.WithLease(lease))
 		other := newDeduper(t, subj.Store, dedup.WithLease(lease))
 
 		started, finish := make(chan struct{}), make(chan struct{})
@@ -315,12 +301,7 @@ func TestHeartbeatRenews(t *testing.T) {
 			done <- err
 		}()
 		<-started
-		assert.Equal(t, int64(lease/2), tk.interval.Load(), "renews every lease/2")
-
-		advance(t, subj, lease*2/3)
-		tk.tick(t)
-		assert.Equal(t, beat{}, recv(t, beats), "renewed")
-		advance(t, subj, lease*2/3) // 4/3 of a lease since the claim
+		advance(t, subj, lease*4/3)
 
 		out, err := other.Process(t.Context(), id, fx.fn(id))
 		require.NoError(t, err)
@@ -332,7 +313,6 @@ func TestHeartbeatRenews(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, dedup.Duplicate, out)
 		assert.Equal(t, 1, fx.count(id))
-		assert.Equal(t, tk.started.Load(), tk.stopped.Load(), "every heartbeat stopped")
 	})
 }
 

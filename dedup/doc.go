@@ -24,8 +24,21 @@
 // # Outcomes
 //
 // Process claims the id, runs fn, and records the id as processed; see
-// Outcome for the four results. A failed fn (an error or a panic) releases
-// the id, so the redelivery runs fn again.
+// Outcome for the results. A failed fn (an error or a panic) releases the
+// id, so the redelivery runs fn again. Once fn has returned nil the id is
+// recorded whatever happens to the caller's context, retrying a failing
+// store for as long as the lease holds.
+//
+// Deduper is a thin adapter over package idem, the engine under every
+// surface of idemkit: claim, heartbeat, settle and the slow-claim rule are
+// idem's, the same as httpidem's, and WithObserver sees the same events.
+//
+// # Fingerprints
+//
+// By default the id alone decides: a delivery of a processed id is a
+// Duplicate whatever its payload. ProcessWith takes the payload's
+// fingerprint (Fingerprint(payload)): a delivery of the id with another
+// payload is then reported as Mismatch, not silently skipped.
 //
 // # Leases and the heartbeat
 //
@@ -59,12 +72,22 @@
 // the 3 days Stripe retries a webhook. An expired id counts as never seen
 // at once on every store; reclaiming its space is the store's business:
 // Redis expires keys itself, the memory store sweeps in the background, and
-// the SQL stores delete expired rows when their Purge method runs (call it
-// periodically, for example hourly).
+// the SQL stores delete expired rows when their Purge method runs (run
+// package purge's job, or call it periodically, for example hourly).
 //
 // # Keys
 //
 // An id is recorded under the store key "dedup:<len(scope)>:<scope>:<id>"
 // (see Deduper.Key). Ids from different sources should get different scopes
 // (WithScope), since two senders may use the same ids.
+//
+// # Ids out of logs
+//
+// Ids and scopes may name customers or tenants, so log lines carry them
+// only redacted ("id", "scope", and the engine's "key"), as does the text of
+// every error Process returns or logs: by default as keyer.DefaultRedactor()
+// writes them, "hmac:" and 32 hex digits of an HMAC with a secret drawn
+// once per process. WithKeyRedactor chooses another (keyer.RawKeys only by
+// explicit choice). Events given to WithObserver keep the raw key, and the
+// error fn returns is passed on as it is.
 package dedup

@@ -3,7 +3,6 @@ package dedup_test
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,84 +73,54 @@ func advance(t *testing.T, subj storetest.Subject, d time.Duration) {
 	time.Sleep(d)
 }
 
-// manualTicker drives the heartbeat's timers by hand: a renewal runs when
-// the test calls tick. It counts the timers started and stopped.
-type manualTicker struct {
-	mu               sync.Mutex
-	timers           []*manualTimer
-	started, stopped atomic.Int32
-	interval         atomic.Int64
+// freezer makes a consumer's renewals hang, as a frozen process (a GC
+// pause, a suspended VM) sends none: while frozen, every Claim after the
+// first waits until thaw or until its context ends.
+type freezer struct {
+	store.Store
+	mu     sync.Mutex
+	claims int
+	frozen chan struct{} // closed by thaw; nil when not frozen
 }
 
-type manualTimer struct {
-	m       *manualTicker
-	f       func()
-	armed   bool
-	stopped bool
+func (f *freezer) freeze() {
+	f.mu.Lock()
+	f.frozen = make(chan struct{})
+	f.mu.Unlock()
 }
 
-func newManualTicker() *manualTicker { return &manualTicker{} }
-
-// new is the dedup.WithTimer constructor.
-func (m *manualTicker) new(d time.Duration, f func()) dedup.Timer {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.started.Add(1)
-	m.interval.Store(int64(d))
-	tm := &manualTimer{m: m, f: f, armed: true}
-	m.timers = append(m.timers, tm)
-	return tm
-}
-
-func (tm *manualTimer) Stop() bool {
-	tm.m.mu.Lock()
-	defer tm.m.mu.Unlock()
-	if !tm.stopped {
-		tm.stopped = true
-		tm.m.stopped.Add(1)
+func (f *freezer) thaw() {
+	f.mu.Lock()
+	if f.frozen != nil {
+		close(f.frozen)
+		f.frozen = nil
 	}
-	was := tm.armed
-	tm.armed = false
-	return was
+	f.mu.Unlock()
 }
 
-func (tm *manualTimer) Reset(time.Duration) bool {
-	tm.m.mu.Lock()
-	defer tm.m.mu.Unlock()
-	was := tm.armed
-	tm.armed = true
-	return was
-}
-
-// tick fires every armed timer, each in a goroutine of its own as
-// time.AfterFunc does. It fails the test when no timer is armed.
-func (m *manualTicker) tick(t *testing.T) {
-	t.Helper()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	fired := 0
-	for _, tm := range m.timers {
-		if tm.armed {
-			tm.armed = false
-			fired++
-			go tm.f()
+func (f *freezer) Claim(ctx context.Context, key, fp string, tok store.Token, lease time.Duration) (store.Claim, error) {
+	f.mu.Lock()
+	f.claims++
+	frozen := f.frozen
+	first := f.claims == 1
+	f.mu.Unlock()
+	if frozen != nil && !first {
+		select {
+		case <-frozen:
+		case <-ctx.Done():
+			return store.Claim{}, ctx.Err()
 		}
 	}
-	if fired == 0 {
-		t.Fatal("tick: no heartbeat timer is armed")
+	return f.Store.Claim(ctx, key, fp, tok, lease)
+}
+
+// realClockOnly skips a test whose subject is the heartbeat, which runs on
+// the process clock, on a store with a manual clock.
+func realClockOnly(t *testing.T, subj storetest.Subject) {
+	t.Helper()
+	if subj.Clock != nil {
+		t.Skip("needs the real clock: the heartbeat runs on it")
 	}
-}
-
-// beat is what one heartbeat renewal saw.
-type beat struct {
-	lost bool
-	err  error
-}
-
-// beatRecorder collects heartbeat results.
-func beatRecorder() (chan beat, dedup.Option) {
-	ch := make(chan beat, 16)
-	return ch, dedup.WithBeatHook(func(lost bool, err error) { ch <- beat{lost, err} })
 }
 
 func recv[T any](t *testing.T, ch <-chan T) T {

@@ -11,6 +11,7 @@ import "strconv"
 //	Duplicate   nil     the id was processed before; fn did not run    ack (webhook: 2xx)
 //	InFlight    nil     another delivery holds the id and is running   nack / redeliver later (webhook: 409 or 503)
 //	Failed      non-nil fn, the store or the lease failed          nack / redeliver later (webhook: 5xx)
+//	Mismatch    nil     the id was used with another payload (ProcessWith)  do not apply; dead-letter it (webhook: 422)
 //
 // Process returns a non-nil error exactly when the outcome is Failed.
 type Outcome uint8
@@ -35,11 +36,15 @@ const (
 	// recorded as done; the error says why (fn's own error, a failure of the
 	// store, or a lost lease). Do not ack: the redelivery runs fn again.
 	Failed
+	// Mismatch: ProcessWith found id processed or in flight with another
+	// payload fingerprint: a different message reuses the id. fn was not
+	// called. Redelivering will not help: dead-letter the message, or alert.
+	Mismatch
 )
 
 // Ack reports whether the message should be acknowledged (removed from the
 // queue, answered with 2xx): true for Processed and Duplicate, false for
-// InFlight and Failed.
+// InFlight, Failed and Mismatch.
 func (o Outcome) Ack() bool {
 	return o == Processed || o == Duplicate
 }
@@ -56,6 +61,8 @@ func (o Outcome) String() string {
 		return "in flight"
 	case Failed:
 		return "failed"
+	case Mismatch:
+		return "mismatch"
 	}
 	return "Outcome(" + strconv.Itoa(int(o)) + ")"
 }

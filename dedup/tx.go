@@ -2,7 +2,6 @@ package dedup
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/idemkit/idemkit/store"
@@ -25,15 +24,16 @@ import (
 //     on the key's row until the first transaction ends, then returns
 //     Duplicate (commit) or runs fn itself (rollback).
 //   - Failed: fn returned an error (returned as is, errors.Is matches it),
-//     the claim failed, or the commit failed; everything rolled back, id is
-//     not recorded, and a redelivery runs fn again.
+//     the claim failed, or the commit failed; everything rolled back (or,
+//     for a lost reply to COMMIT, nobody knows: a redelivery replays or
+//     runs, whichever is true), and a redelivery runs fn again.
 //
 // A panic in fn rolls the transaction back and goes on. There is no lease
 // renewal: the transaction holds the key's row, so no other delivery can take
 // id while fn runs, and a crash rolls back. If fn outlives the lease, the
-// store refuses the completion (see store.Transactor); ProcessTx then claims
-// id again inside the transaction, which cannot be contested, and completes. A crash after the commit and
-// before the ack leaves id recorded, so the redelivery is a Duplicate.
+// completion claims id again inside the transaction, which cannot be
+// contested, and completes. A crash after the commit and before the ack
+// leaves id recorded, so the redelivery is a Duplicate.
 //
 // Why a separate method rather than Process choosing by itself: the two
 // modes make different promises to fn. In ProcessTx, fn must write through
@@ -46,61 +46,12 @@ import (
 // the atomicity a caller relies on when the store is not. ProcessTx fails
 // with store.ErrInvalid when the store is not a store.Transactor.
 func (d *Deduper) ProcessTx(ctx context.Context, id string, fn func(ctx context.Context) error) (Outcome, error) {
-	tr, ok := d.s.(store.Transactor)
-	if !ok {
-		return Failed, fmt.Errorf("dedup: process tx %q: %w: store %T does not implement store.Transactor", id, store.ErrInvalid, d.s)
+	if d.tx == nil {
+		return Failed, fmt.Errorf("dedup: process tx %q: %w: store %T does not implement store.Transactor", d.show(id), store.ErrInvalid, d.s)
 	}
 	key, err := d.check(ctx, "process tx", id, fn)
 	if err != nil {
 		return Failed, err
 	}
-	token := store.NewToken()
-	var (
-		out   Outcome
-		fnErr error
-	)
-	err = tr.InTx(ctx, func(ctx context.Context, s store.Store) error {
-		out, fnErr = 0, nil // in case the store retries fn
-		c, err := s.Claim(ctx, key, fingerprint, token, d.opts.lease)
-		if err != nil {
-			return fmt.Errorf("dedup: claim %q: %w", id, err)
-		}
-		if c.Outcome != store.Acquired {
-			var nerr error
-			out, nerr = d.notAcquired(ctx, id, c)
-			return nerr
-		}
-		if fnErr = fn(ctx); fnErr != nil {
-			return fnErr
-		}
-		err = s.Complete(ctx, key, token, nil, d.opts.retention)
-		if errors.Is(err, store.ErrLeaseLost) {
-			// fn outlived the lease. No other delivery can have taken the id
-			// meanwhile (it waits on the key's row until this transaction
-			// ends), so claiming it again with the same token renews the
-			// lease, and the completion goes through.
-			if c, cerr := s.Claim(ctx, key, fingerprint, token, d.opts.lease); cerr == nil && c.Outcome == store.Acquired {
-				err = s.Complete(ctx, key, token, nil, d.opts.retention)
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("dedup: complete %q: %w", id, err)
-		}
-		out = Processed
-		return nil
-	})
-	switch {
-	case fnErr != nil:
-		// fn's error, possibly wrapped by the store with a rollback failure.
-		if err == nil || errors.Is(err, fnErr) {
-			return Failed, fnErr
-		}
-		return Failed, errors.Join(fnErr, err)
-	case err != nil:
-		if out == Processed {
-			return Failed, fmt.Errorf("dedup: commit %q: %w", id, err)
-		}
-		return Failed, err
-	}
-	return out, nil
+	return d.run(ctx, d.tx, id, key, fingerprint, fn)
 }

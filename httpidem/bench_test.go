@@ -99,12 +99,12 @@ func BenchmarkOverhead(b *testing.B) {
 		for i := range keys {
 			keys[i] = "key-" + strconv.Itoa(i)
 		}
-		benchRun(b, httpidem.New(s)(benchHandler), func(i int) string { return keys[i] }, http.StatusCreated)
+		benchRun(b, mustNew(b, s)(benchHandler), func(i int) string { return keys[i] }, http.StatusCreated)
 	})
 	b.Run("replay", func(b *testing.B) {
 		s := mustMemory(b)
 		b.Cleanup(func() { s.Close() })
-		mw := httpidem.New(s)(benchHandler)
+		mw := mustNew(b, s)(benchHandler)
 		benchRun(b, mw, func(int) string { return "k" }, http.StatusCreated)
 	})
 }

@@ -3,11 +3,15 @@
 // retry with the same key gets the first response back instead of running it
 // again.
 //
-//	mw := httpidem.New(st, httpidem.WithScope(userID))
+//	mw, err := httpidem.New(st, httpidem.WithScope(userID))
+//	if err != nil { ... }
 //	http.Handle("POST /payments", mw(createPayment))
 //
 // New returns a func(http.Handler) http.Handler, so it fits net/http, chi
-// and anything else that takes handlers. It follows the IETF draft "The
+// and anything else that takes handlers, and an error for a nil store or an
+// invalid option. The middleware is a thin adapter over package idem, the
+// engine under every surface of idemkit (dedup and idem.Do too): claim,
+// lease renewal, settle rules and the slow-claim rule are idem's. It follows the IETF draft "The
 // Idempotency-Key HTTP Header Field" (draft-ietf-httpapi-idempotency-key-header).
 //
 // # What a client gets
@@ -25,7 +29,8 @@
 //	transaction failed to commit after the handler    503     the handler's response is never sent
 //	scope function failed, or scope too long          500     (401 if it returns ErrUnauthenticated)
 //	stored response unreadable                        500
-//	response too large to keep, transactional mode    500     rolled back (lease mode: sent, not kept)
+//	response too large to keep, transactional mode    500     handler cancelled, rolled back
+//	retry after a response too large to keep (lease)  410     done, response not kept: never run again
 //
 // Every error the middleware writes itself is an RFC 9457 problem,
 // Content-Type application/problem+json, with a stable "code" member (the
@@ -42,47 +47,80 @@
 // # Which responses are kept
 //
 // By default every response except 5xx and 429 is kept and replayed for
-// WithRetention (24h). A response that is not kept releases the key so the
-// retry runs the handler for real; so do a panic (the key is released, then
-// the panic continues) and a client that disconnects before a success (a
-// 2xx or 3xx already produced is kept: its effect happened, and the retry must
-// replay it rather than run it twice). Set-Cookie, hop-by-hop headers, Date
-// and per-request ids (DefaultNotReplayed) are never stored; WithReplayHeaders
-// and WithoutReplayHeaders tune the rest. A response body over
-// WithMaxResponse (1 MiB) is sent but not kept, and logged.
+// WithRetention (24h). The key is released, so the retry runs the handler
+// for real, only when the handler says its effect did not happen: a status
+// outside WithKeep, or a panic (the key is released, then the panic goes
+// on). Everything else is kept, because its effect may have happened: a
+// client that hung up (the stored response is what the handler wrote, not
+// what the dead connection accepted), a handler that wrote nothing (an
+// implicit 200), a response too large to keep. In lease mode a response body
+// over WithMaxResponse (1 MiB) is sent, and the key is recorded as done
+// without it: retries get 410 with code idempotency-response-not-kept,
+// never a second run. A 101 Switching Protocols is recorded the same way;
+// other 1xx are passed on and never kept as the final answer.
+//
+// Set-Cookie, hop-by-hop headers, Date and per-request ids
+// (DefaultNotReplayed) are never stored; WithReplayHeaders and
+// WithoutReplayHeaders tune the rest. Trailers are stored and replayed as
+// trailers, judged by the same lists under their own names (a Set-Cookie
+// trailer is never kept). The writer the handler gets has no Unwrap, so
+// nothing can reach the client around the capture; http.ResponseController
+// still works (Flush, deadlines, full duplex are forwarded).
 //
 // # Two modes
 //
-// Transactional mode, when the store implements store.Transactor (the SQL
-// stores): claim, handler and the stored response run in ONE database
-// transaction, and the handler gets that transaction from its request
-// context (sqlite.TxFrom(r.Context()), postgres.TxFrom(r.Context())) for its
-// own writes. The response is buffered and sent only after the commit, so a
-// client never sees a success for a rolled-back transaction. A response that
-// is not kept, a panic, or a failed commit rolls everything back. A
-// concurrent duplicate waits on the key's row, then replays. The lease is
-// not renewed while the handler runs (the transaction keeps everyone else
-// out of the key, and a driver's transaction is not safe for concurrent
-// use); when the handler ran past half the lease it is renewed once, in the
-// transaction, just before Complete.
+// Lease mode, the default, for every store and for effects outside the
+// database: claim the key with a lease, run the handler (its output streams
+// to the client and is captured as it goes), then store the response or
+// release the key. A heartbeat renews the lease every half lease from the
+// claim until the key is settled, independently of the request's context:
+// a client that goes away cancels the handler's context, never the renewal.
+// If the key turns out to be held by another claim, or renewals fail until
+// the lease has run out, the handler's context is cancelled with
+// store.ErrLeaseLost as its cause (context.Cause), a LeaseLost event is
+// reported, and the response is not kept. Storing the response is retried
+// with backoff for as long as the lease holds, so a store restart or pause
+// of a few seconds between the handler and the store never lets a retry run
+// the handler again. Give long handlers a lease with margin and forward the
+// key to external providers.
 //
-// Lease mode, for every other store and for effects outside the database
-// (WithLeaseMode): claim the key with a lease, run the handler (its output
-// streams to the client and is captured as it goes), then store the response
-// or release the key. While the handler runs past half its lease the
-// middleware renews it (a re-entrant Claim) every half lease, so long work is
-// not taken over and run twice. If a renewal fails the middleware retries
-// every eighth of a lease; if the key turns out to be held by another claim,
-// or the lease lapses before a renewal succeeds, the handler's request
-// context is cancelled with store.ErrLeaseLost as its cause
-// (context.Cause), a LeaseLost event is reported, and the response is not
-// kept. A handler that ignores its context may then run alongside the
-// request that took the key over: give long handlers a lease with margin and
-// forward the key to external providers.
+// Transactional mode, chosen with WithTransactions (the store must be a
+// store.Transactor; New fails otherwise): claim, handler and the stored
+// response run in ONE database transaction, and the handler gets that
+// transaction from its request context (sqlite.TxFrom(r.Context()),
+// postgres.TxFrom(r.Context())) for its own writes. The response is
+// buffered, at most WithMaxResponse bytes, and sent only after the commit,
+// so a client never sees a success for a rolled-back transaction. A response
+// that is not kept, a panic, a response past the limit, or a failed commit
+// rolls everything back. A concurrent duplicate waits on the key's row, then
+// replays. The lease is not renewed while the handler runs (the transaction
+// keeps everyone else out of the key, and a driver's transaction is not safe
+// for concurrent use); when the handler ran past half the lease it is
+// renewed once, in the transaction, just before Complete. It is never chosen
+// by the store's type: on SQLite it holds the database's only write lock for
+// the whole handler, and a handler that does not write through TxFrom gains
+// nothing from it.
 //
 // # Observability
 //
 // WithHook receives an Event for every replay, conflict (409), mismatch
-// (422), stored response, released key, store error, renewal and lost lease;
-// WithLogger sets the log/slog logger for failures.
+// (422), stored response (with or without its body), released key, store
+// error, renewal and lost lease, with the request; WithObserver receives the
+// engine's own events (idem.Event: claim and settle outcomes, renewals, store
+// call durations), the same for HTTP, dedup and idem.Do; WithLogger sets the
+// log/slog logger for failures.
+//
+// # Keys out of logs
+//
+// A store key holds the client's key and the scope WithScope added (a
+// tenant, a user). Log lines, the middleware's and the engine's, carry it
+// only redacted, under the attribute "key", and so does the text of every
+// error they log, a store's error quoting the key included: by default as
+// keyer.DefaultRedactor() writes it, "hmac:" and 32 hex digits of an HMAC
+// with a secret drawn once per process (the same key hashes alike within a
+// process). WithKeyRedactor chooses another: keyer.HashKeys with a secret
+// shared by every process, keyer.OmitKeys, or, only by explicit choice,
+// keyer.RawKeys. Events given to WithHook and WithObserver keep the raw key:
+// they go to your own code, which redacts what it exports (otelidem does).
+// The error of a WithScope function is logged as it is.
 package httpidem

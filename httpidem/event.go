@@ -35,6 +35,10 @@ const (
 	// cancelled with store.ErrLeaseLost as its cause and the response will
 	// not be kept.
 	LeaseLost
+	// StoredWithoutResponse: the handler ran and its key was recorded as
+	// done without the response (larger than WithMaxResponse, or a 101);
+	// retries get 410 with CodeResponseNotKept.
+	StoredWithoutResponse
 )
 
 // String returns the kind's name in lower case.
@@ -48,6 +52,8 @@ func (k EventKind) String() string {
 		return "mismatch"
 	case Stored:
 		return "stored"
+	case StoredWithoutResponse:
+		return "stored without response"
 	case Released:
 		return "released"
 	case StoreError:
@@ -66,7 +72,9 @@ func (k EventKind) String() string {
 type Event struct {
 	Kind    EventKind
 	Request *http.Request
-	// Key is the store key (scoped).
+	// Key is the store key (scoped), raw: the hook is the user's own code,
+	// which must redact it before it reaches logs or telemetry (see
+	// WithKeyRedactor and keyer.Redactor).
 	Key string
 	// Status is the response status, when there is one.
 	Status int

@@ -26,12 +26,15 @@ func Example() {
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, `{"id":%d,"amount":1990}`, charges)
 	})
-	mw := httpidem.New(st,
+	mw, err := httpidem.New(st,
 		// Scope keys by the authenticated caller (here, a header for brevity).
 		httpidem.WithScope(func(r *http.Request) ([]string, error) {
 			return []string{r.Header.Get("X-User")}, nil
 		}),
 	)
+	if err != nil {
+		panic(err)
+	}
 	h := mw(createPayment)
 
 	for range 3 {
@@ -57,7 +60,11 @@ func Example_problems() {
 		log.Fatal(err)
 	}
 	defer st.Close()
-	h := httpidem.New(st)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mw, err := httpidem.New(st)
+	if err != nil {
+		panic(err)
+	}
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusCreated)
 	}))
 

@@ -2,8 +2,12 @@ package httpidem_test
 
 import (
 	"context"
+	"net/http"
+	"testing"
+
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/httpidem"
 	"maps"
 	"slices"
 	"sync"
@@ -216,3 +220,18 @@ var (
 	_ store.Store      = (*fakeStore)(nil)
 	_ store.Transactor = (*fakeTxStore)(nil)
 )
+
+// mustNew is httpidem.New for tests: the fake Transactor runs in
+// transactional mode (chosen here, explicitly, as a user would), every other
+// store in lease mode.
+func mustNew(t testing.TB, s store.Store, opts ...httpidem.Option) func(http.Handler) http.Handler {
+	t.Helper()
+	if _, ok := s.(*fakeTxStore); ok {
+		opts = append([]httpidem.Option{httpidem.WithTransactions()}, opts...)
+	}
+	mw, err := httpidem.New(s, opts...)
+	if err != nil {
+		t.Fatalf("httpidem.New: %v", err)
+	}
+	return mw
+}

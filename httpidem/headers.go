@@ -69,6 +69,14 @@ func newHeaderPolicy(allow, deny []string) headerPolicy {
 // holds the response's Connection values, whose fields are hop-by-hop by
 // declaration.
 func (p *headerPolicy) keep(name string, conn []string) bool {
+	if n, ok := cutTrailerPrefix(name); ok {
+		// A trailer is judged by its own name: a Set-Cookie sent as a
+		// trailer is still a cookie.
+		name = http.CanonicalHeaderKey(n)
+		if name == "" || strings.HasPrefix(name, http.TrailerPrefix) {
+			return false
+		}
+	}
 	if neverReplayed[name] || p.deny[name] {
 		return false
 	}

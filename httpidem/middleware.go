@@ -3,12 +3,13 @@ package httpidem
 import (
 	"context"
 	"errors"
-	"log/slog"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/keyer"
 	"github.com/idemkit/idemkit/store"
 )
@@ -22,8 +23,7 @@ var replayedTrue = []string{"true"}
 
 type middleware struct {
 	options
-	store   store.Store
-	tx      store.Transactor // nil in lease mode
+	engine  *idem.Engine
 	headers headerPolicy
 }
 
@@ -31,29 +31,89 @@ type middleware struct {
 // the Idempotency-Key header, remembering keys in s. See the package
 // documentation for what it answers and when.
 //
-// When s implements store.Transactor (and WithLeaseMode is not given), each
-// first request runs in one database transaction: claim, handler, stored
-// response. Otherwise it uses leases.
-func New(s store.Store, opts ...Option) func(http.Handler) http.Handler {
-	m := &middleware{options: defaults(), store: s}
+// It uses leases (lease mode) unless WithTransactions is given, which needs
+// a store.Transactor. New fails with an error matching store.ErrInvalid for
+// a nil store, an option given an invalid value, or WithTransactions on a
+// store that is not a store.Transactor.
+func New(s store.Store, opts ...Option) (func(http.Handler) http.Handler, error) {
+	if s == nil {
+		return nil, fmt.Errorf("httpidem: new: %w: nil store", store.ErrInvalid)
+	}
+	m := &middleware{options: defaults()}
 	for _, o := range opts {
-		o(&m.options)
+		if o == nil {
+			continue // a nil Option is skipped, as everywhere in the module
+		}
+		if err := o(&m.options); err != nil {
+			return nil, fmt.Errorf("httpidem: new: %w: %w", store.ErrInvalid, err)
+		}
 	}
 	if m.fp == nil {
 		m.fp = keyer.NewFingerprinter()
 	}
-	if m.logger == nil {
-		m.logger = slog.Default()
-	}
 	m.headers = newHeaderPolicy(m.allow, m.deny)
-	if tx, ok := s.(store.Transactor); ok && !m.leaseMode {
-		m.tx = tx
+	eopts := []idem.Option{
+		idem.WithLease(m.lease), idem.WithRetention(m.retention), idem.WithWait(m.wait),
+		idem.WithLogger(m.logger), idem.WithObserver(m.observe), idem.WithKeyRedactor(m.redact),
+		idem.WithSameRequest(func(recorded, presented string) bool {
+			// A fingerprint of another algorithm version is no evidence of a
+			// different request: the two cannot be compared.
+			return fpVersion(recorded) != fpVersion(presented)
+		}),
 	}
+	for _, o := range m.observers {
+		eopts = append(eopts, idem.WithObserver(o))
+	}
+	if m.tx {
+		eopts = append(eopts, idem.WithTransactions())
+	}
+	e, err := idem.New(s, eopts...)
+	if err != nil {
+		return nil, fmt.Errorf("httpidem: new: %w", err)
+	}
+	m.engine = e
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			m.serve(w, r, next)
 		})
+	}, nil
+}
+
+type requestKey struct{}
+
+// observe turns the engine's events into the middleware's. Replays,
+// conflicts and mismatches are reported where the answer is written, with
+// its status.
+func (m *middleware) observe(e idem.Event) {
+	if m.hook == nil {
+		return
 	}
+	r, _ := e.Ctx.Value(requestKey{}).(*http.Request)
+	ev := Event{Request: r, Key: e.Key, Status: e.Status, Reason: e.Reason, Err: e.Err}
+	switch e.Kind {
+	case idem.Completed:
+		ev.Kind = Stored
+		if e.NotKept {
+			ev.Kind, ev.Reason = StoredWithoutResponse, e.Reason
+		}
+	case idem.Released:
+		ev.Kind = Released
+	case idem.StoreError:
+		ev.Kind = StoreError
+	case idem.Unknown:
+		ev.Kind = StoreError
+	case idem.SlowClaim:
+		ev.Kind, ev.Err = StoreError, idem.ErrSlowClaim
+	case idem.Renewed:
+		ev.Kind = Renewed
+	case idem.Waiting:
+		ev.Kind = Waiting
+	case idem.LeaseLost:
+		ev.Kind = LeaseLost
+	default:
+		return
+	}
+	m.hook(ev)
 }
 
 func (m *middleware) emit(e Event) {
@@ -65,11 +125,6 @@ func (m *middleware) emit(e Event) {
 func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
 	if !m.methods[r.Method] {
 		next.ServeHTTP(w, r)
-		return
-	}
-	if m.store == nil {
-		m.logger.ErrorContext(r.Context(), "httpidem: New was given a nil store")
-		writeProblem(w, http.StatusInternalServerError, CodeStoreUnavailable, "The idempotency store is not configured.", 0)
 		return
 	}
 	key, err := keyer.Parse(r.Header)
@@ -116,11 +171,70 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		writeProblem(w, http.StatusBadRequest, CodeBodyUnreadable, "The request body could not be read.", 0)
 		return
 	}
-	if m.tx != nil {
-		m.serveTx(w, r, next, skey, fp)
+	ctx := context.WithValue(r.Context(), requestKey{}, r)
+	if m.engine.Transactional() {
+		m.serveTx(ctx, w, r, next, skey, fp)
 		return
 	}
-	m.serveLease(w, r, next, skey, fp)
+	m.serveLease(ctx, w, r, next, skey, fp)
+}
+
+// verdict classifies a response the handler produced (both modes): a status
+// outside the kept set says the effect did not happen (release, or roll
+// back); a response too large or that switched protocols is done but cannot
+// be replayed; anything else, an empty response or a client gone included,
+// is kept.
+func (m *middleware) verdict(status int, tooLarge, switched bool, encode func() []byte) idem.Verdict {
+	switch {
+	case switched:
+		return idem.KeepWithoutResponse("101 Switching Protocols cannot be replayed").WithStatus(status)
+	case !m.keep(status):
+		return idem.Discard("status " + strconv.Itoa(status) + " not kept").WithStatus(status)
+	case tooLarge:
+		return idem.KeepWithoutResponse("response larger than " + strconv.Itoa(m.maxResponse) + " bytes").WithStatus(status)
+	}
+	return idem.Keep(encode()).WithStatus(status)
+}
+
+// serveLease is lease mode: the handler's output streams to the client and
+// is captured as it goes; the engine renews the lease and settles the key.
+func (m *middleware) serveLease(ctx context.Context, w http.ResponseWriter, r *http.Request, next http.Handler, key, fp string) {
+	res, err := m.engine.Run(ctx, key, fp, func(wctx context.Context) idem.Verdict {
+		tw := &teeWriter{w: w, max: m.maxResponse}
+		next.ServeHTTP(tw, r.WithContext(wctx))
+		return m.verdict(tw.finalStatus(), tw.overflow, tw.switched, func() []byte { return tw.encoded(&m.headers) })
+	})
+	m.answer(w, r, next, key, res, err, nil)
+}
+
+// answer writes what the engine's result calls for, except the response of
+// a handler that ran (lease mode: already sent; transactional mode: sent by
+// the caller).
+func (m *middleware) answer(w http.ResponseWriter, r *http.Request, next http.Handler, key string, res idem.Result, err error, ran func(idem.Result, error)) {
+	switch {
+	case res.Outcome == store.Acquired:
+		if ran != nil {
+			ran(res, err)
+		}
+	case errors.Is(err, idem.ErrUnavailable):
+		m.storeFailed(w, r, next, key, err)
+	case err != nil || r.Context().Err() != nil:
+		// The client left while waiting, or Run refused its arguments.
+		if r.Context().Err() == nil {
+			m.logger.ErrorContext(r.Context(), "httpidem: cannot run the request", "key", m.redact(key), "err", err)
+			writeProblem(w, http.StatusInternalServerError, CodeStoreUnavailable, "The idempotency key could not be processed.", 0)
+		}
+	case res.Outcome == store.Completed:
+		m.replay(w, r, key, res)
+	case res.Outcome == store.Mismatch:
+		m.emit(Event{Kind: Mismatch, Request: r, Key: key, Status: http.StatusUnprocessableEntity})
+		writeProblem(w, http.StatusUnprocessableEntity, CodeKeyMismatch,
+			"This Idempotency-Key was already used with a different request (method, path, or body). Use a new key for a new request.", 0)
+	default: // store.InProgress
+		m.emit(Event{Kind: Conflict, Request: r, Key: key, Status: http.StatusConflict})
+		writeProblem(w, http.StatusConflict, CodeInProgress,
+			"A request with this Idempotency-Key is still being processed. Retry after a moment.", m.retryAfter(res.Record.LockedUntil))
+	}
 }
 
 // detailOf returns a *keyer.KeyError's client-facing detail.
@@ -132,44 +246,12 @@ func detailOf(err error) string {
 	return "The Idempotency-Key header is malformed."
 }
 
-// outcome interprets a claim. A Mismatch against a fingerprint of another
-// algorithm version is not evidence of a different request (the two cannot
-// be compared), so it is taken as a match of the record's state.
-func outcome(c store.Claim, fp string) store.Outcome {
-	if c.Outcome == store.Mismatch && fpVersion(c.Record.Fingerprint) != fpVersion(fp) {
-		switch c.Record.Status {
-		case store.StatusCompleted:
-			return store.Completed
-		case store.StatusInProgress:
-			return store.InProgress
-		}
-	}
-	return c.Outcome
-}
-
 func fpVersion(fp string) string {
 	v, _, ok := strings.Cut(fp, ":")
 	if !ok {
 		return ""
 	}
 	return v
-}
-
-// duplicate answers a claim that did not acquire the key: replay, 422, or
-// 409 (the caller handles waiting before it gives up).
-func (m *middleware) duplicate(w http.ResponseWriter, r *http.Request, key string, c store.Claim, o store.Outcome) {
-	switch o {
-	case store.Completed:
-		m.replay(w, r, key, c.Record)
-	case store.Mismatch:
-		m.emit(Event{Kind: Mismatch, Request: r, Key: key, Status: http.StatusUnprocessableEntity})
-		writeProblem(w, http.StatusUnprocessableEntity, CodeKeyMismatch,
-			"This Idempotency-Key was already used with a different request (method, path, or body). Use a new key for a new request.", 0)
-	default: // store.InProgress
-		m.emit(Event{Kind: Conflict, Request: r, Key: key, Status: http.StatusConflict})
-		writeProblem(w, http.StatusConflict, CodeInProgress,
-			"A request with this Idempotency-Key is still being processed. Retry after a moment.", m.retryAfter(c.Record.LockedUntil))
-	}
 }
 
 // retryAfter turns a lease's end into whole seconds, at least 1.
@@ -179,11 +261,17 @@ func (m *middleware) retryAfter(until time.Time) int {
 	return max(s, 1)
 }
 
-func (m *middleware) replay(w http.ResponseWriter, r *http.Request, key string, rec store.Record) {
+func (m *middleware) replay(w http.ResponseWriter, r *http.Request, key string, res idem.Result) {
 	h := w.Header()
-	status, body, err := decodeResponse(rec.Response, h)
+	if res.NotKept {
+		m.emit(Event{Kind: Replayed, Request: r, Key: key, Status: http.StatusGone, Reason: "response not kept"})
+		writeProblem(w, http.StatusGone, CodeResponseNotKept,
+			"The request with this Idempotency-Key was processed, but its response could not be kept (too large), so it cannot be replayed. Do not retry it; look its result up instead.", 0)
+		return
+	}
+	status, body, err := decodeResponse(res.Record.Response, h)
 	if err != nil {
-		m.logger.ErrorContext(r.Context(), "httpidem: stored response unreadable", "key", key, "err", err)
+		m.logger.ErrorContext(r.Context(), "httpidem: stored response unreadable", "key", m.redact(key), "err", err)
 		writeProblem(w, http.StatusInternalServerError, CodeStoredResponse, "The stored response for this Idempotency-Key cannot be read.", 0)
 		return
 	}
@@ -193,48 +281,18 @@ func (m *middleware) replay(w http.ResponseWriter, r *http.Request, key string, 
 	w.Write(body)
 }
 
-// storeFailed answers a failed first Claim: 503, or the handler unprotected
-// with WithFailOpen. A cancelled request gets nothing: the client is gone.
+// storeFailed answers a request whose claim failed (or was too slow): 503,
+// or the handler unprotected with WithFailOpen. A cancelled request gets
+// nothing: the client is gone.
 func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, next http.Handler, key string, err error) {
 	if r.Context().Err() != nil {
 		return
 	}
-	m.emit(Event{Kind: StoreError, Request: r, Key: key, Err: err})
 	if m.failOpen {
-		m.logger.WarnContext(r.Context(), "httpidem: store failed; running the handler without idempotency (fail open)", "key", key, "err", err)
+		m.logger.WarnContext(r.Context(), "httpidem: store failed; running the handler without idempotency (fail open)", "key", m.redact(key), "err", err)
 		next.ServeHTTP(w, r)
 		return
 	}
-	m.logger.ErrorContext(r.Context(), "httpidem: store failed", "key", key, "err", err)
+	m.logger.ErrorContext(r.Context(), "httpidem: store failed", "key", m.redact(key), "err", err)
 	writeProblem(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "The idempotency store is unavailable; the request was not processed. Retry later with the same key.", 1)
-}
-
-// waitStep sleeps before the next poll of an in-progress key. It reports
-// false when the wait is over (deadline passed, or the client went away).
-func (m *middleware) waitStep(r *http.Request, key string, deadline time.Time, attempt int) bool {
-	left := time.Until(deadline)
-	if left <= 0 {
-		return false
-	}
-	if attempt == 0 {
-		m.emit(Event{Kind: Waiting, Request: r, Key: key})
-	}
-	d := min(5*time.Millisecond<<min(attempt, 5), 100*time.Millisecond, left)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-r.Context().Done():
-		return false
-	}
-}
-
-// afterCtx is the context for store calls made after the handler starts
-// (Complete, Release, renewals): it keeps the request's values but not its
-// cancellation, so a client that goes away cannot leave a key neither stored
-// nor released. Those calls are bounded by the store's own timeouts (a
-// driver's dial, read and statement timeouts), not by the request.
-func afterCtx(r *http.Request) context.Context {
-	return context.WithoutCancel(r.Context())
 }

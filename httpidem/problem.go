@@ -22,6 +22,7 @@ const (
 	CodeScope            = "idempotency-scope-invalid"     // 500
 	CodeStoredResponse   = "stored-response-unreadable"    // 500
 	CodeResponseTooLarge = "response-too-large-to-keep"    // 500 (transactional mode)
+	CodeResponseNotKept  = "idempotency-response-not-kept" // 410: done, its response was too large to keep (lease mode)
 	CodeStoreUnavailable = "idempotency-store-unavailable" // 503
 )
 

@@ -2,24 +2,30 @@ package httpidem
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
+	"strings"
+	"time"
 )
 
 // teeWriter writes through to the client while capturing (lease mode): the
 // client sees the response as the handler writes it, streaming included.
-// The capture is the replay encoding itself: the head is encoded when the
-// status is written (the header as it stood then), the body appended as it
-// is written, so a kept response is never copied again.
+// What is kept is what the handler wrote, whatever the client's connection
+// accepted: a client that went away mid-body does not shorten the record.
+//
+// It has no Unwrap, so a handler cannot write around the capture; the
+// http.ResponseController methods that do not write (deadlines, full
+// duplex) and Flush are forwarded to the client's writer.
 type teeWriter struct {
 	w        http.ResponseWriter
-	policy   *headerPolicy
 	max      int // body bytes kept at most
 	status   int
-	enc      []byte // head, then body
-	head     int    // len of the head in enc
-	overflow bool   // the body was longer than max: not kept
+	header   http.Header // snapshot at WriteHeader
+	body     []byte
+	overflow bool // the body was longer than max: not kept
+	switched bool // the handler answered 101 Switching Protocols
 }
 
 func (t *teeWriter) Header() http.Header { return t.w.Header() }
@@ -29,29 +35,39 @@ func (t *teeWriter) WriteHeader(code int) {
 		t.w.WriteHeader(code) // let net/http log the superfluous call
 		return
 	}
-	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
-		t.w.WriteHeader(code) // informational: passed on, not kept
+	if code >= 100 && code < 200 {
+		if code == http.StatusSwitchingProtocols {
+			// Final for the connection, but nothing a retry could be given
+			// back: the key is recorded as done without a response.
+			t.switched = true
+		}
+		t.w.WriteHeader(code) // informational: passed on, never kept as final
 		return
 	}
 	t.status = code
-	t.enc = appendHead(make([]byte, 0, 128), code, t.w.Header(), t.policy)
-	t.head = len(t.enc)
+	t.header = t.w.Header().Clone()
 	t.w.WriteHeader(code)
+}
+
+func (t *teeWriter) capture(n int) bool {
+	if t.overflow {
+		return false
+	}
+	if len(t.body)+n > t.max {
+		t.overflow, t.body = true, nil
+		return false
+	}
+	return true
 }
 
 func (t *teeWriter) Write(p []byte) (int, error) {
 	if t.status == 0 {
 		t.WriteHeader(http.StatusOK)
 	}
-	n, err := t.w.Write(p)
-	if !t.overflow {
-		if len(t.enc)-t.head+n > t.max {
-			t.overflow, t.enc = true, nil
-		} else {
-			t.enc = append(t.enc, p[:n]...)
-		}
+	if t.capture(len(p)) {
+		t.body = append(t.body, p...)
 	}
-	return n, err
+	return t.w.Write(p)
 }
 
 // WriteString avoids a copy for io.WriteString callers.
@@ -59,15 +75,10 @@ func (t *teeWriter) WriteString(s string) (int, error) {
 	if t.status == 0 {
 		t.WriteHeader(http.StatusOK)
 	}
-	n, err := io.WriteString(t.w, s)
-	if !t.overflow {
-		if len(t.enc)-t.head+n > t.max {
-			t.overflow, t.enc = true, nil
-		} else {
-			t.enc = append(t.enc, s[:n]...)
-		}
+	if t.capture(len(s)) {
+		t.body = append(t.body, s...)
 	}
-	return n, err
+	return io.WriteString(t.w, s)
 }
 
 // finalStatus is the status the client saw: 200 when the handler wrote
@@ -79,39 +90,104 @@ func (t *teeWriter) finalStatus() int {
 	return t.status
 }
 
-// encoded returns the replay encoding of what was written.
-func (t *teeWriter) encoded() []byte {
+// encoded returns the replay encoding of what the handler wrote: the header
+// as it stood at WriteHeader, the trailers as they stand now, the body.
+func (t *teeWriter) encoded(p *headerPolicy) []byte {
+	h := t.header
 	if t.status == 0 { // nothing written: net/http sends a bare 200
-		return appendHead(nil, http.StatusOK, t.w.Header(), t.policy)
+		h = t.w.Header()
 	}
-	return t.enc
+	return encodeResponse(t.finalStatus(), withTrailers(h, t.w.Header()), p, t.body)
 }
 
 // Flush sends buffered data to the client, when the client writer can.
-func (t *teeWriter) Flush() {
+func (t *teeWriter) Flush() { _ = t.FlushError() }
+
+// FlushError is Flush for http.ResponseController.
+func (t *teeWriter) FlushError() error {
 	if t.status == 0 {
 		t.WriteHeader(http.StatusOK)
 	}
-	http.NewResponseController(t.w).Flush()
+	return http.NewResponseController(t.w).Flush()
 }
 
-// Unwrap lets http.ResponseController reach the client's writer (deadlines,
-// full duplex).
-func (t *teeWriter) Unwrap() http.ResponseWriter { return t.w }
+// SetReadDeadline is forwarded for http.ResponseController.
+func (t *teeWriter) SetReadDeadline(d time.Time) error {
+	return http.NewResponseController(t.w).SetReadDeadline(d)
+}
+
+// SetWriteDeadline is forwarded for http.ResponseController.
+func (t *teeWriter) SetWriteDeadline(d time.Time) error {
+	return http.NewResponseController(t.w).SetWriteDeadline(d)
+}
+
+// EnableFullDuplex is forwarded for http.ResponseController.
+func (t *teeWriter) EnableFullDuplex() error {
+	return http.NewResponseController(t.w).EnableFullDuplex()
+}
 
 // Hijack is refused: a hijacked connection has no response to keep.
 func (t *teeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return nil, nil, http.ErrNotSupported
 }
 
-// bufferWriter holds the whole response until the transaction has committed
+// withTrailers returns head plus the trailers set in now (the handler's
+// header map after it returned): those declared in head's Trailer field,
+// and those set with http.TrailerPrefix. They are stored under
+// http.TrailerPrefix, so a replay sends them as trailers again, and the
+// header policy judges them by their own names.
+func withTrailers(head, now http.Header) http.Header {
+	trailers := map[string][]string{}
+	for _, decl := range head["Trailer"] {
+		for name := range strings.SplitSeq(decl, ",") {
+			name = http.CanonicalHeaderKey(strings.TrimSpace(name))
+			if vs := now[name]; name != "" && len(vs) > 0 {
+				trailers[name] = vs
+			}
+		}
+	}
+	for k, vs := range now {
+		if name, ok := cutTrailerPrefix(k); ok && len(vs) > 0 {
+			trailers[http.CanonicalHeaderKey(name)] = vs
+		}
+	}
+	if len(trailers) == 0 {
+		return head
+	}
+	out := make(http.Header, len(head)+len(trailers))
+	for k, vs := range head {
+		if _, ok := cutTrailerPrefix(k); !ok {
+			out[k] = vs
+		}
+	}
+	for name, vs := range trailers {
+		out[http.TrailerPrefix+name] = append([]string(nil), vs...)
+	}
+	return out
+}
+
+func cutTrailerPrefix(k string) (string, bool) {
+	if len(k) > len(http.TrailerPrefix) && strings.EqualFold(k[:len(http.TrailerPrefix)], http.TrailerPrefix) {
+		return k[len(http.TrailerPrefix):], true
+	}
+	return "", false
+}
+
+// bufferWriter holds the response until the transaction has committed
 // (transactional mode): a client must never see a success for a rolled-back
-// transaction. It has no Unwrap, so the handler cannot bypass the buffer.
+// transaction. It keeps at most max body bytes: past that it drops the
+// body, cancels the handler's context and fails every further Write, so
+// memory stays bounded whatever the handler streams. It has no Unwrap, so
+// the handler cannot bypass the buffer.
 type bufferWriter struct {
-	hdr    http.Header
-	status int
-	header http.Header // snapshot at WriteHeader
-	body   []byte      // all of it; the caller compares with its limit
+	inner    http.ResponseWriter // for deadlines only
+	max      int
+	cancel   context.CancelCauseFunc
+	hdr      http.Header
+	status   int
+	header   http.Header // snapshot at WriteHeader
+	body     []byte
+	overflow bool
 }
 
 func (b *bufferWriter) Header() http.Header {
@@ -133,12 +209,30 @@ func (b *bufferWriter) Write(p []byte) (int, error) {
 	if b.status == 0 {
 		b.WriteHeader(http.StatusOK)
 	}
+	if b.overflow {
+		return 0, errResponseTooLarge
+	}
+	if len(b.body)+len(p) > b.max {
+		b.overflow, b.body = true, nil
+		b.cancel(errResponseTooLarge)
+		return 0, errResponseTooLarge
+	}
 	b.body = append(b.body, p...)
 	return len(p), nil
 }
 
 // Flush is a no-op: nothing reaches the client before the commit.
 func (b *bufferWriter) Flush() {}
+
+// SetReadDeadline is forwarded for http.ResponseController.
+func (b *bufferWriter) SetReadDeadline(d time.Time) error {
+	return http.NewResponseController(b.inner).SetReadDeadline(d)
+}
+
+// SetWriteDeadline is forwarded for http.ResponseController.
+func (b *bufferWriter) SetWriteDeadline(d time.Time) error {
+	return http.NewResponseController(b.inner).SetWriteDeadline(d)
+}
 
 func (b *bufferWriter) finalStatus() int {
 	if b.status == 0 {
@@ -147,12 +241,12 @@ func (b *bufferWriter) finalStatus() int {
 	return b.status
 }
 
-// finalHeader is the header the client will get.
+// finalHeader is the header the client will get, trailers included.
 func (b *bufferWriter) finalHeader() http.Header {
 	if b.status == 0 {
 		return b.hdr
 	}
-	return b.header
+	return withTrailers(b.header, b.hdr)
 }
 
 // send writes the buffered response to the client.

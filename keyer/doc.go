@@ -38,5 +38,14 @@
 // fingerprint while every number and string value does, and it can leave
 // named top-level fields out (a client timestamp, a nonce).
 //
+// # Keys in logs and telemetry
+//
+// A store key holds what a client chose and the scope the server added (a
+// tenant, a user), so it does not belong in logs as it is. A Redactor writes
+// it as an HMAC-SHA256 (HashKeys with a secret every process shares, or
+// DefaultRedactor with a per-process random one), omits it (OmitKeys), or,
+// when the user opts in, writes it raw (RawKeys). RedactHandler applies a
+// Redactor to the "key" attributes of any slog logger.
+//
 // keyer imports the standard library only.
 package keyer

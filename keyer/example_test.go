@@ -2,7 +2,9 @@ package keyer_test
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
+	"os"
 	"strings"
 
 	"github.com/idemkit/idemkit/keyer"
@@ -49,4 +51,44 @@ func ExampleCanonicalJSON() {
 	// Output:
 	// {"a":"é","b":[1,2.0]} true
 	// false
+}
+
+// Keys go into logs hashed: the same key gives the same hash under one
+// secret, so a request's lines and its retries' lines can be found together,
+// but the tenant and the client's key cannot be read back.
+func ExampleHashKeys() {
+	redact, err := keyer.HashKeys([]byte("a secret every process shares"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	key, _ := keyer.ScopedKey("order-42", "acme")
+	fmt.Println(key)
+	fmt.Println(redact(key))
+	again := redact(key) // the same key, hashed again
+	fmt.Println(redact(key) == again)
+	fmt.Printf("%q\n", keyer.OmitKeys()(key))
+	// Output:
+	// 4:acme|8:order-42
+	// hmac:fdc93296b4aa087412c9a9a0e0a3c310
+	// true
+	// ""
+}
+
+// Wrap the logger given to idemkit (or any logger whose lines carry keys):
+// attributes named "key" are written hashed.
+func ExampleRedactHandler() {
+	redact, _ := keyer.HashKeys([]byte("a secret every process shares"))
+	text := slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{} // stable output for the example
+			}
+			return a
+		},
+	})
+	logger := slog.New(keyer.RedactHandler(text, redact))
+	logger.Warn("httpidem: store failed", "key", "4:acme|8:order-42", "err", "timeout")
+	// Output:
+	// level=WARN msg="httpidem: store failed" key=hmac:fdc93296b4aa087412c9a9a0e0a3c310 err=timeout
 }

@@ -96,7 +96,8 @@ func NewFingerprinter(opts ...FingerprintOption) *Fingerprinter {
 func (f *Fingerprinter) MaxBody() int64 { return f.maxBody }
 
 // Fingerprint reads r's body (up to the limit), replaces r.Body with a
-// reader over the same bytes so the handler can read it afterwards, and
+// reader over the same bytes so the handler can read it afterwards (it is
+// also an io.Seeker, so a handler run again can read it from the start), and
 // returns "v1:" followed by the hex SHA-256 of the method, the escaped path,
 // the raw query, the chosen headers and the body, each length-prefixed so no
 // two different requests hash the same input. The query is hashed as sent:
@@ -220,6 +221,27 @@ func (b *replayBody) WriteTo(w io.Writer) (int64, error) {
 }
 
 func (b *replayBody) Close() error { return b.orig.Close() }
+
+// Seek moves the read offset, so a handler that runs again for the same
+// request (transactional mode, when the database rolled the first attempt
+// back and the store runs the transaction again) reads the body from the
+// start.
+func (b *replayBody) Seek(offset int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekCurrent:
+		offset += int64(b.off)
+	case io.SeekEnd:
+		offset += int64(len(b.b))
+	case io.SeekStart:
+	default:
+		return int64(b.off), errors.New("keyer: seek request body: invalid whence")
+	}
+	if offset < 0 || offset > int64(len(b.b)) {
+		return int64(b.off), errors.New("keyer: seek request body: offset out of range")
+	}
+	b.off = int(offset)
+	return offset, nil
+}
 
 // isJSON reports whether a Content-Type names JSON: application/json or a
 // +json suffix, parameters ignored.

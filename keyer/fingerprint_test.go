@@ -226,3 +226,30 @@ func decode(t *testing.T, b []byte) any {
 	}
 	return v
 }
+
+// TestFingerprintBodyRewinds: the body left for the handler is an
+// io.Seeker, so a handler run again reads it from the start; offsets outside
+// the body are refused.
+func TestFingerprintBodyRewinds(t *testing.T) {
+	r := httptest.NewRequest(http.MethodPost, "/p", strings.NewReader("hello"))
+	if _, err := keyer.NewFingerprinter().Fingerprint(r); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := io.ReadAll(r.Body)
+	s, ok := r.Body.(io.Seeker)
+	if !ok {
+		t.Fatalf("r.Body is a %T, not an io.Seeker", r.Body)
+	}
+	if _, err := s.Seek(0, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := io.ReadAll(r.Body)
+	if string(first) != "hello" || string(again) != "hello" {
+		t.Fatalf("read %q, then %q after rewinding; want hello twice", first, again)
+	}
+	for _, off := range []int64{-1, 6} {
+		if _, err := s.Seek(off, io.SeekStart); err == nil {
+			t.Errorf("Seek(%d) accepted", off)
+		}
+	}
+}

@@ -49,7 +49,7 @@ var backends = []backend{
 
 func main() {
 	var (
-		only      = flag.String("backends", "memory,sqlite,postgres,redis", "comma-separated backends to run (memory, sqlite, postgres, redis, mysql)")
+		only      = flag.String("backends", "memory,sqlite,postgres,redis,mysql", "comma-separated backends to run (memory, sqlite, postgres, redis, mysql)")
 		count     = flag.Int("count", 5, "rounds per benchmark (go test -count); the median of the per-round ratios is printed")
 		benchtime = flag.String("benchtime", "", "go test -benchtime for every backend (default: each backend's own)")
 		filter    = flag.String("run", "", "extra sub-benchmark pattern, appended to the backend's -bench pattern with /")

@@ -11,11 +11,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idemkit/httpidem"
 	"github.com/idemkit/idemkit/keyer"
+	"github.com/idemkit/idemkit/purge"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/postgres"
 	"github.com/idemkit/idemkit/store/sqlite"
@@ -45,10 +47,21 @@ type app struct {
 	// beforeCreate, when set, runs before a payment is created; an error
 	// answers 500. The tests use it to hold a request in flight or fail one.
 	beforeCreate func(ctx context.Context) error
+	// delay is the handler's latency after the payment is created and before
+	// it answers (-delay): chaos runs use it to hit the window between the
+	// effect and the stored response.
+	delay time.Duration
+	// purgeEvery and purgeObserver configure the cleanup job (startPurge).
+	purgeEvery    time.Duration
+	purgeObserver purge.Observer
 }
 
-func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describe string, closeFn func()) *app {
-	a := &app{store: st, ledger: led, logger: logger, describe: describe, close: closeFn}
+// newApp builds the app. The SQL ledgers write through the middleware's
+// transaction (transactional mode, chosen here explicitly); the memory and
+// Redis ones use leases.
+func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describe string, closeFn func()) (*app, error) {
+	a := &app{store: st, ledger: led, logger: logger, describe: describe, close: closeFn, delay: cfg.Delay,
+		purgeEvery: cfg.PurgeEvery, purgeObserver: cfg.purge}
 	opts := []httpidem.Option{
 		// One client can never replay another's payment.
 		httpidem.WithScope(func(r *http.Request) ([]string, error) {
@@ -60,13 +73,64 @@ func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describ
 		// Duplicates in flight wait for the first and replay its answer
 		// (lease mode; in a transaction they wait on the database anyway).
 		httpidem.WithWait(cfg.Wait),
+		// Keys and responses are kept this long; the cleanup job
+		// (startPurge) deletes them after.
+		httpidem.WithRetention(cfg.Retention),
+		// Log lines name keys hashed (the default, said out loud): a key
+		// holds the user's token (the scope) and the client's own key.
+		httpidem.WithKeyRedactor(keyer.DefaultRedactor()),
 		httpidem.WithLogger(logger),
 	}
 	if cfg.hook != nil {
 		opts = append(opts, httpidem.WithHook(cfg.hook))
 	}
-	a.idem = httpidem.New(st, append(opts, cfg.extra...)...)
-	return a
+	switch led.(type) {
+	case *sqliteLedger, *postgresLedger, *mysqlLedger:
+		// The payment row, the key and the stored response commit together.
+		opts = append(opts, httpidem.WithTransactions())
+	}
+	mw, err := httpidem.New(st, append(opts, cfg.extra...)...)
+	if err != nil {
+		if closeFn != nil {
+			closeFn()
+		}
+		return nil, err
+	}
+	a.idem = mw
+	return a, nil
+}
+
+// startPurge starts the cleanup job when the store can purge (SQLite, MySQL,
+// PostgreSQL, memory; Redis expires keys itself) and purging is on: expired
+// keys leave the store every purgeEvery (with jitter), the first run at
+// once. stop ends the job and waits for it; call it before closing the
+// store.
+func (a *app) startPurge(ctx context.Context) (stop func()) {
+	p, ok := a.store.(store.Purger)
+	if !ok || a.purgeEvery <= 0 {
+		return func() {}
+	}
+	opts := []purge.Option{purge.WithInterval(a.purgeEvery), purge.WithLogger(a.logger)}
+	if a.purgeObserver != nil {
+		opts = append(opts, purge.WithObserver(a.purgeObserver))
+	}
+	job, err := purge.New(p, opts...)
+	if err != nil {
+		// The interval is positive and the logger set: unreachable, but
+		// said rather than hidden.
+		a.logger.Error("cleanup job not started", "err", err)
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		job.Run(ctx) // returns nil once ctx is done
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 func (a *app) routes() http.Handler {
@@ -117,6 +181,16 @@ func (a *app) createPayment(w http.ResponseWriter, r *http.Request) {
 		a.logger.ErrorContext(r.Context(), "create payment", "err", err)
 		problem(w, http.StatusInternalServerError, "The payment could not be created; retry with the same key.")
 		return
+	}
+	if a.delay > 0 {
+		// The payment exists; the answer is late. A crash or a store outage
+		// now must still never pay twice.
+		t := time.NewTimer(a.delay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+		}
 	}
 	w.Header().Set("Location", "/payments/"+strconv.FormatInt(p.ID, 10))
 	writeJSON(w, http.StatusCreated, p)

@@ -13,6 +13,11 @@
 // -store sqlite|memory|postgres|redis (with -db, -postgres, -redis) is a
 // shorthand for the same URLs.
 //
+// Keys are kept for -retention (default 24h); on stores that can purge
+// (SQLite, PostgreSQL, MySQL, memory) a cleanup job deletes expired keys every
+// -purge-every (default 5m, 0 disables it; Redis expires keys itself). Log
+// lines name keys hashed, never raw.
+//
 // With SQLite and PostgreSQL the payment row, the key and the stored response
 // commit in one transaction; with memory and Redis the middleware uses leases
 // and duplicates that arrive while the first request runs wait for it and
@@ -30,6 +35,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/idemkit/idemkit/keyer"
 )
 
 func main() {
@@ -57,13 +64,23 @@ func parseArgs(args []string) (config, string, error) {
 	fs.StringVar(&cfg.Store, "store", cfg.Store, "shorthand for -store-url: sqlite, memory, postgres or redis")
 	fs.StringVar(&cfg.DB, "db", cfg.DB, "SQLite database file (-store sqlite)")
 	fs.StringVar(&cfg.PostgresURL, "postgres", cfg.PostgresURL, "PostgreSQL URL (-store postgres; default $IDEMKIT_POSTGRES_URL)")
+	fs.StringVar(&cfg.MySQLDSN, "mysql", cfg.MySQLDSN, "MySQL/MariaDB DSN (-store mysql; default $IDEMKIT_MYSQL_DSN)")
 	fs.StringVar(&cfg.RedisAddr, "redis", cfg.RedisAddr, "Redis host:port (-store redis; default $IDEMKIT_REDIS_ADDR)")
 	fs.DurationVar(&cfg.Wait, "wait", cfg.Wait, "how long a duplicate waits for the first request before a 409")
+	fs.DurationVar(&cfg.Delay, "delay", cfg.Delay, "handler latency after a payment is created and before it answers (chaos runs)")
+	fs.DurationVar(&cfg.Retention, "retention", cfg.Retention, "how long a key and its response are kept and replayed")
+	fs.DurationVar(&cfg.PurgeEvery, "purge-every", cfg.PurgeEvery, "how often the cleanup job deletes expired keys (0 disables it; Redis expires keys itself)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, "", err
 	}
 	if fs.NArg() > 0 {
 		return config{}, "", fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if cfg.Retention <= 0 {
+		return config{}, "", fmt.Errorf("-retention %v is not positive", cfg.Retention)
+	}
+	if cfg.PurgeEvery < 0 {
+		return config{}, "", fmt.Errorf("-purge-every %v is negative (0 disables the cleanup job)", cfg.PurgeEvery)
 	}
 	return cfg, *addr, nil
 }
@@ -71,17 +88,19 @@ func parseArgs(args []string) (config, string, error) {
 func serve(cfg config, addr string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	logger := slog.New(logHandler(slog.NewTextHandler(os.Stderr, nil)))
 	a, err := open(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer a.close()
+	stopPurge := a.startPurge(ctx)
+	defer stopPurge() // before a.close: the job stops before the store closes
 
 	srv := &http.Server{Addr: addr, Handler: a.routes(), ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
-	logger.Info("serving payments", "addr", addr, "store", a.describe)
+	logger.Info("serving payments", "addr", addr, "store", a.describe, "retention", cfg.Retention, "purge_every", cfg.PurgeEvery)
 	select {
 	case err := <-errc:
 		return err
@@ -93,4 +112,12 @@ func serve(cfg config, addr string) error {
 		return err
 	}
 	return nil
+}
+
+// logHandler wraps h so that no line carries a raw idempotency key: a value
+// logged under "key" by the demo's own code is hashed with the process's
+// secret, and keys idemkit's packages already logged hashed pass unchanged
+// (keyer.RedactHandler leaves keyer.IsHashed values alone).
+func logHandler(h slog.Handler) slog.Handler {
+	return keyer.RedactHandler(h, nil, "key")
 }

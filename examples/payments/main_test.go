@@ -78,6 +78,7 @@ func storeCases() []storeCase {
 			})
 			return c
 		}},
+		mysqlStoreCase(),
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/purge"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/postgres"
 	"github.com/idemkit/idemkit/store/sqlite"
@@ -34,8 +35,12 @@ type config struct {
 	Store       string        // shorthand: sqlite, memory, postgres, redis
 	DB          string        // SQLite file
 	PostgresURL string        // PostgreSQL URL
+	MySQLDSN    string        // MySQL/MariaDB DSN (user:password@tcp(host:port)/db)
 	RedisAddr   string        // Redis host:port
 	Wait        time.Duration // WithWait for duplicates in flight
+	Delay       time.Duration // handler latency after the payment, before the answer (-delay)
+	Retention   time.Duration // how long a key and its response are kept (-retention)
+	PurgeEvery  time.Duration // how often expired keys are purged (-purge-every; 0: never)
 
 	// Names, so tests sharing a database never collide.
 	PaymentsTable string // SQL stores: the payments table
@@ -43,6 +48,7 @@ type config struct {
 	RedisPrefix   string // shorthand Redis: key prefix ("" = the store's default)
 
 	hook  func(httpidem.Event) // tests observe the middleware
+	purge purge.Observer       // tests observe the cleanup job
 	extra []httpidem.Option    // tests add middleware options (a short lease)
 }
 
@@ -51,8 +57,11 @@ func defaultConfig() config {
 		Store:         "sqlite",
 		DB:            "payments.db",
 		PostgresURL:   os.Getenv("IDEMKIT_POSTGRES_URL"),
+		MySQLDSN:      os.Getenv("IDEMKIT_MYSQL_DSN"),
 		RedisAddr:     os.Getenv("IDEMKIT_REDIS_ADDR"),
 		Wait:          10 * time.Second,
+		Retention:     httpidem.DefaultRetention,
+		PurgeEvery:    purge.DefaultInterval,
 		PaymentsTable: "payments",
 	}
 }
@@ -86,6 +95,8 @@ func (cfg config) storeURL() (string, error) {
 			u.RawQuery = q.Encode()
 		}
 		return u.String(), nil
+	case "mysql":
+		return mysqlStoreURL(cfg.MySQLDSN, cfg.KeysTable)
 	case "redis":
 		if cfg.RedisAddr == "" {
 			return "", fmt.Errorf("-store redis needs -redis host:port or IDEMKIT_REDIS_ADDR")
@@ -95,7 +106,7 @@ func (cfg config) storeURL() (string, error) {
 		}
 		return (&url.URL{Scheme: "redis", Host: cfg.RedisAddr, RawQuery: q.Encode()}).String(), nil
 	}
-	return "", fmt.Errorf("unknown -store %q: use sqlite, memory, postgres or redis, or -store-url", cfg.Store)
+	return "", fmt.Errorf("unknown -store %q: use sqlite, memory, postgres, mysql or redis, or -store-url", cfg.Store)
 }
 
 // open opens the store from its URL, whatever the backend, and the ledger
@@ -123,7 +134,7 @@ func open(ctx context.Context, cfg config, logger *slog.Logger) (*app, error) {
 	if u, err := url.Parse(raw); err == nil {
 		describe = u.Redacted()
 	}
-	return newApp(st, led, cfg, logger, describe, closeStore), nil
+	return newApp(st, led, cfg, logger, describe, closeStore)
 }
 
 // ledgerFor returns where the demo keeps its payments: a table in the
@@ -132,6 +143,9 @@ func open(ctx context.Context, cfg config, logger *slog.Logger) (*app, error) {
 // is the demo's bookkeeping, not idemkit's: the store itself was opened,
 // migrated and will be closed without knowing its backend.
 func ledgerFor(ctx context.Context, st store.Store, table string) (ledger, error) {
+	if l, ok, err := mysqlLedgerFor(ctx, st, table); ok {
+		return l, err
+	}
 	switch s := st.(type) {
 	case *sqlite.Store:
 		return newSQLiteLedger(ctx, s.DB(), table)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -44,6 +45,23 @@ func urlCases() map[string]func(t *testing.T) string {
 				assert.NoError(t, err, "cleanup")
 			})
 			return u.String()
+		},
+		"mysql": func(t *testing.T) string {
+			dsn := testenv.MySQLDSN(t)
+			table := "idemkit_url_demo_" + strings.ToLower(rand.Text()[:10])
+			u, err := mysqlStoreURL(dsn, table)
+			require.NoError(t, err)
+			t.Cleanup(func() {
+				db, err := sql.Open("mysql", dsn)
+				if err != nil {
+					t.Errorf("cleanup: %v", err)
+					return
+				}
+				defer db.Close()
+				_, err = db.ExecContext(context.Background(), "DROP TABLE IF EXISTS `"+table+"`, `"+table+"_payments`")
+				assert.NoError(t, err, "cleanup")
+			})
+			return u
 		},
 		"redis": func(t *testing.T) string {
 			c := goredis.NewClient(&goredis.Options{Addr: testenv.RedisAddr(t)})

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/dedup"
+	"github.com/idemkit/idemkit/keyer"
 	"github.com/idemkit/idemkit/store/sqlite"
 )
 
@@ -138,7 +139,9 @@ func (rc *receiver) webhook(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "5")
 		writeJSON(w, http.StatusConflict, map[string]string{"id": ev.ID, "status": out.String()})
 	default:
-		rc.log.Error("webhook failed", "id", ev.ID, "error", err)
+		// The id is logged hashed, as dedup logs it (its error names the
+		// id hashed too): event ids can name the sender's customers.
+		rc.log.Error("webhook failed", "id", keyer.DefaultRedactor()(ev.ID), "error", err)
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"id": ev.ID, "status": out.String()})
 	}
 }

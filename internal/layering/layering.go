@@ -10,7 +10,10 @@
 //	store/<backend>            store, its own driver, the standard library; never another backend
 //	idem (the engine)          store, keyer
 //	httpidem                   idem, store, keyer
-//	dedup                      idem, store
+//	dedup                      idem, store, keyer
+//	purge                      store
+//	idemclient                 the standard library only
+//	contrib/<module>           the library packages above, and its own module's third-party dependencies
 //	internal/<test helper>     imported only by tests (and by other test helpers)
 //	examples/..., cmd/...      imported by nothing
 //
@@ -50,13 +53,21 @@ var drivers = map[string][]string{
 // allowed lists, for each library package, the packages of the module it
 // may import outside its tests.
 var allowed = map[string][]string{
-	"store":     {},
-	"keyer":     {},
-	"storetest": {"store"},
-	"idem":      {"store", "keyer"},
-	"httpidem":  {"idem", "store", "keyer"},
-	"dedup":     {"idem", "store"},
+	"store":      {},
+	"keyer":      {},
+	"storetest":  {"store"},
+	"idem":       {"store", "keyer"},
+	"httpidem":   {"idem", "store", "keyer"},
+	"dedup":      {"idem", "store", "keyer"},
+	"purge":      {"store"},
+	"idemclient": {},
 }
+
+// contribMay lists the packages of the module that a nested integration
+// module (contrib/<name>) may import outside its tests. Its third-party
+// imports are its own go.mod's business: keeping them out of the core
+// module is why it is a module of its own.
+var contribMay = []string{"idem", "store", "keyer", "purge", "httpidem", "dedup", "idemclient"}
 
 // libraryInternal lists the internal packages that are not test helpers:
 // support code for cmd and examples, which may import them.
@@ -86,8 +97,12 @@ func isTestHelper(r string) bool {
 }
 
 func isApp(r string) bool {
-	return r == "examples" || strings.HasPrefix(r, "examples/") || r == "cmd" || strings.HasPrefix(r, "cmd/")
+	return r == "examples" || strings.HasPrefix(r, "examples/") || r == "cmd" || strings.HasPrefix(r, "cmd/") ||
+		(isContrib(r) && (strings.HasSuffix(r, "/example") || strings.Contains(r, "/example/")))
 }
+
+// isContrib reports whether r is in a nested integration module.
+func isContrib(r string) bool { return strings.HasPrefix(r, "contrib/") }
 
 // Check returns one line for every import that goes up the table, sorted.
 func Check(pkgs []Package) []string {
@@ -118,6 +133,14 @@ func Check(pkgs []Package) []string {
 			for _, imp := range p.Imports {
 				if r, ok := rel(imp); ok && isTestHelper(r) && !isTestHelper(from) {
 					fail(imp, "internal test helpers are imported only by tests")
+				}
+			}
+			continue
+		}
+		if isContrib(from) {
+			for _, imp := range p.Imports {
+				if r, ok := rel(imp); ok && !isContrib(r) && !slices.Contains(contribMay, r) {
+					fail(imp, fmt.Sprintf("an integration module imports only %v of the core module", contribMay))
 				}
 			}
 			continue

@@ -63,10 +63,16 @@ func TestCheckFindsViolations(t *testing.T) {
 		{ImportPath: m("httpidem"), TestImports: []string{m("examples/payments")}},
 		{ImportPath: m("cmd/idemload"), Imports: []string{m("internal/testenv")}},
 		{ImportPath: m("newpkg"), Imports: []string{m("store")}},
+		{ImportPath: m("contrib/otelidem"), Imports: []string{m("idem"), "go.opentelemetry.io/otel"}},    // good
+		{ImportPath: m("contrib/otelidem/example"), Imports: []string{m("store/sqlite"), m("httpidem")}}, // good: an app
+		{ImportPath: m("contrib/ginidem"), Imports: []string{m("store/sqlite")}},
+		{ImportPath: m("purge"), Imports: []string{m("httpidem")}},
 	}
 	got := Check(pkgs)
 	want := []string{
 		"cmd/idemload imports " + m("internal/testenv"),
+		"contrib/ginidem imports " + m("store/sqlite"),
+		"purge imports " + m("httpidem"),
 		"dedup imports " + m("httpidem"),
 		"httpidem imports " + m("examples/payments"),
 		"keyer imports github.com/stretchr/testify/assert",

@@ -1,6 +1,6 @@
 // Package testenv finds the database servers the module's own tests may use.
 //
-// Tests that need PostgreSQL or a real Redis ask for its address here. When
+// Tests that need PostgreSQL, MySQL/MariaDB or a real Redis ask for its address here. When
 // the variable is unset they are skipped, except under CI=true, where a
 // missing server is a failure: CI must never pass by skipping.
 package testenv
@@ -15,6 +15,13 @@ import (
 func PostgresURL(t testing.TB) string {
 	t.Helper()
 	return need(t, "IDEMKIT_POSTGRES_URL", "PostgreSQL")
+}
+
+// MySQLDSN returns IDEMKIT_MYSQL_DSN (a go-sql-driver/mysql DSN such as
+// root@tcp(127.0.0.1:3306)/test), or skips (fails under CI) when unset.
+func MySQLDSN(t testing.TB) string {
+	t.Helper()
+	return need(t, "IDEMKIT_MYSQL_DSN", "MySQL or MariaDB")
 }
 
 // RedisAddr returns IDEMKIT_REDIS_ADDR (host:port), or skips (fails under CI) when unset.

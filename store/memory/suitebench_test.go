@@ -3,6 +3,7 @@ package memory_test
 import (
 	"testing"
 
+	"github.com/idemkit/idemkit/store/memory"
 	"github.com/idemkit/idemkit/storetest"
 )
 
@@ -13,7 +14,12 @@ import (
 func BenchmarkSuite(b *testing.B) {
 	storetest.RunBenchmarks(b, storetest.Harness{
 		NewBench: func(b *testing.B) storetest.Subject {
-			return storetest.Subject{Store: newStore(b)}
+			s, err := memory.New()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { s.Close() })
+			return storetest.Subject{Store: s}
 		},
 	})
 }

@@ -49,13 +49,29 @@
 // with log/slog unless it is noeviction; CheckEviction does the same on
 // demand.
 //
+// # Persistence
+//
+// A Redis that keeps nothing across a restart (appendonly no and no RDB save
+// points) comes back empty after a crash, and so does a Cluster master
+// restarted before its replica took over; its replica then resynchronises
+// to empty. Every claim and stored response is gone and each retry runs its
+// work again. On first use the Store reads appendonly and save (every master
+// of a Cluster) and logs a warning when a node keeps nothing;
+// CheckPersistence does the same on demand, and WithPersistenceCheck(false)
+// turns the warning off.
+//
 // # Replication
 //
 // Redis replicates asynchronously. If a master fails after acknowledging a
 // Claim or a Complete and before a replica received it, the promoted replica
 // has never seen that write: a retry can then claim the key again and the
-// work runs twice. Where a failover must never repeat work, keep the keys in
-// PostgreSQL instead.
+// work runs twice. WithReplicas(n, timeout) closes that window: every write
+// of a Claim or Complete is followed, on the same connection, by WAIT n
+// timeout, and a write fewer than n replicas acknowledged fails with
+// ErrNotReplicated instead of counting. An acknowledged write then survives
+// a failover of its master unless all n replicas are lost too. It does not
+// make Redis strongly consistent; where a failover must never repeat work,
+// keep the keys in PostgreSQL.
 //
 // # Cancellation
 //

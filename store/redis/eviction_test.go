@@ -63,7 +63,7 @@ func TestEvictionPolicy(t *testing.T) {
 				}))
 			}
 			var logs logBuffer
-			s := redis.MustNew(t, client, redis.WithLogger(logs.logger()))
+			s := redis.MustNew(t, client, redis.WithLogger(logs.logger()), redis.WithPersistenceCheck(false))
 			ctx := context.Background()
 
 			err := s.CheckEviction(ctx)
@@ -99,7 +99,8 @@ func TestEvictionPolicy(t *testing.T) {
 func TestEvictionCheckOff(t *testing.T) {
 	_, client := newMini(t) // no CONFIG: the check would warn
 	var logs logBuffer
-	s := redis.MustNew(t, client, redis.WithLogger(logs.logger()), redis.WithEvictionCheck(false))
+	s := redis.MustNew(t, client, redis.WithLogger(logs.logger()), redis.WithEvictionCheck(false),
+		redis.WithPersistenceCheck(false))
 	_, err := s.Claim(context.Background(), "k", "fp", store.NewToken(), time.Minute)
 	require.NoError(t, err)
 	assert.Empty(t, logs.String())

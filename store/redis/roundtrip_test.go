@@ -130,7 +130,7 @@ func TestEvictionCheckOnFirstUseOnly(t *testing.T) {
 	c := realClient(t)
 	h := &tripCounter{}
 	c.AddHook(h)
-	s := redis.MustNew(t, c, redis.WithPrefix(testPrefix(t, c)))
+	s := redis.MustNew(t, c, redis.WithPrefix(testPrefix(t, c)), redis.WithPersistenceCheck(false))
 	ctx := context.Background()
 	n, names := h.trips(t, func() {
 		_, err := s.Get(ctx, "k")

@@ -43,6 +43,10 @@ type Store struct {
 
 	owned     bool // opened from a URL: Close closes client
 	closeOnce sync.Once
+
+	checkPersist bool
+	persistState atomic.Int32 // as policyState, for CheckPersistence
+	wait         waitOptions  // WithReplicas
 }
 
 // Option configures a Store.
@@ -54,6 +58,9 @@ type options struct {
 	log         *slog.Logger
 	checkPolicy bool
 	errs        []error
+
+	checkPersist bool
+	wait         waitOptions
 }
 
 // WithPrefix sets the prefix put before every key (default DefaultPrefix).
@@ -99,23 +106,28 @@ func WithEvictionCheck(enabled bool) Option {
 // New returns a Store that keeps its records through client: a *redis.Client,
 // a Sentinel failover client, a *redis.ClusterClient or a *redis.Ring. New
 // does no I/O; the first call that touches Redis also checks
-// maxmemory-policy (see WithEvictionCheck). A nil client or an invalid option
-// is an error that matches store.ErrInvalid. The client stays the caller's:
-// Close does not close it (a Store opened with store.Open owns its client).
+// maxmemory-policy and persistence (see WithEvictionCheck and
+// WithPersistenceCheck). A nil client or an invalid option is an error that
+// matches store.ErrInvalid. The client stays the caller's: Close does not
+// close it (a Store opened with store.Open owns its client).
 func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 	if client == nil {
 		return nil, fmt.Errorf("redis: new: %w: %w", store.ErrInvalid, errNilClient)
 	}
-	o := options{prefix: DefaultPrefix, now: time.Now, log: slog.Default(), checkPolicy: true}
+	o := options{prefix: DefaultPrefix, now: time.Now, log: slog.Default(), checkPolicy: true, checkPersist: true}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
 		}
 	}
+	if o.wait.n > 0 {
+		o.errs = append(o.errs, checkWaitClient(client, o.wait)...)
+	}
 	if err := errors.Join(o.errs...); err != nil {
 		return nil, fmt.Errorf("redis: new: %w: %w", store.ErrInvalid, err)
 	}
-	return &Store{client: client, prefix: o.prefix, now: o.now, log: o.log, checkPolicy: o.checkPolicy, watched: watchedComplete}, nil
+	return &Store{client: client, prefix: o.prefix, now: o.now, log: o.log, checkPolicy: o.checkPolicy,
+		checkPersist: o.checkPersist, wait: o.wait, watched: watchedComplete}, nil
 }
 
 // Close closes the client when the Store owns it (it was opened with
@@ -184,7 +196,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 		}
 		// The caller's own record in progress: renew the lease, unless the
 		// record changed since we read it.
-		res, err := renewScript.Run(ctx, s.client, []string{rk}, val, ms).Result()
+		res, err := s.run(ctx, renewScript, rk, val, ms).Result()
 		switch v := res.(type) {
 		case int64:
 			if err == nil && v == 1 {
@@ -211,6 +223,9 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 // setNX writes val under rk when rk is absent (set is true) and otherwise
 // returns the value there, in one command.
 func (s *Store) setNX(ctx context.Context, rk, val string, ms int64) (cur string, set bool, err error) {
+	if s.waiting() {
+		return s.setNXWait(ctx, rk, val, ms)
+	}
 	if !s.noSetGet.Load() {
 		cur, err = s.client.Do(ctx, "set", rk, val, "nx", "get", "px", ms).Text()
 		switch {
@@ -257,10 +272,12 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 		n   int64
 		err error
 	)
-	if len(response) >= s.watched {
+	if len(response) >= s.watched && !s.waiting() {
+		// Large, and no WithReplicas to wait for (WAIT follows the script,
+		// see run): keep the response out of Lua.
 		n, err = s.completeWatched(ctx, s.prefix+key, token, response, at, ms)
 	} else {
-		n, err = completeScript.Run(ctx, s.client, []string{s.prefix + key}, string(token), encodeTime(at), response, ms).Int64()
+		n, err = s.run(ctx, completeScript, s.prefix+key, string(token), encodeTime(at), response, ms).Int64()
 	}
 	if err != nil {
 		return s.fail(ctx, "complete", err)
@@ -404,6 +421,7 @@ func (s *Store) begin(ctx context.Context) error {
 		return errNilClient
 	}
 	s.checkPolicyOnce(ctx)
+	s.checkPersistenceOnce(ctx)
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -20,8 +21,11 @@ import (
 //	redis+cluster://host1:7001,host2:7002[/]      a Redis Cluster: the seed nodes, comma-separated
 //	                                              (rediss+cluster:// for TLS)
 //
-// The parameters prefix (WithPrefix, default DefaultPrefix) and
-// eviction_check (WithEvictionCheck, true or false) configure the Store;
+// The parameters prefix (WithPrefix, default DefaultPrefix),
+// eviction_check (WithEvictionCheck, true or false), persistence_check
+// (WithPersistenceCheck, true or false) and replicas with replicas_timeout
+// (WithReplicas, e.g. replicas=1&replicas_timeout=200ms; the timeout
+// defaults to 1s) configure the Store;
 // every other parameter goes to go-redis's ParseURL or ParseClusterURL
 // (dial_timeout, read_timeout, pool_size, protocol, ...), which rejects the
 // ones it does not know. The client is made with ContextTimeoutEnabled, so
@@ -49,6 +53,12 @@ func openURL(ctx context.Context, u *url.URL) (store.Store, error) {
 	}
 	if p.Has("eviction_check") {
 		opts = append(opts, WithEvictionCheck(p.Bool("eviction_check", true)))
+	}
+	if p.Has("persistence_check") {
+		opts = append(opts, WithPersistenceCheck(p.Bool("persistence_check", true)))
+	}
+	if p.Has("replicas") || p.Has("replicas_timeout") {
+		opts = append(opts, WithReplicas(p.Int("replicas", 0), p.Duration("replicas_timeout", time.Second)))
 	}
 	rest := p.Rest()
 	if err := p.Done(); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemkit/idemkit/internal/storesmoke"
 	"github.com/idemkit/idemkit/internal/testenv"
+	"github.com/idemkit/idemkit/internal/testredis"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/redis"
 )
@@ -69,6 +70,10 @@ func TestOpenURLRejects(t *testing.T) {
 	for _, tc := range []struct{ url, want string }{
 		{"redis://" + mr.Addr() + "?prefx=a", "prefx"},
 		{"redis://" + mr.Addr() + "?eviction_check=maybe", "not true or false"},
+		{"redis://" + mr.Addr() + "?persistence_check=maybe", "not true or false"},
+		{"redis://" + mr.Addr() + "?replicas=-1", "WithReplicas"},
+		{"redis://" + mr.Addr() + "?replicas=1&replicas_timeout=0s", "WithReplicas"},
+		{"redis://" + mr.Addr() + "?replicas=1&replicas_timeout=10s", "ReadTimeout"},
 		{"redis://" + mr.Addr() + "/notadb", "invalid database"},
 		{"redis+cluster://", "seed nodes"},
 		{"redis+cluster://" + mr.Addr() + "/3", "seed nodes"},
@@ -102,4 +107,21 @@ func TestOpenURLUnreachable(t *testing.T) {
 			assert.NotContains(t, err.Error(), "secret")
 		})
 	}
+}
+
+// replicas=1 in the URL makes claims wait for a replica: with the replica
+// running a claim succeeds, with it stopped the claim fails ErrNotReplicated.
+func TestOpenURLReplicas(t *testing.T) {
+	master := testredis.Start(t)
+	replica := master.StartReplica(t)
+	st, err := store.Open(t.Context(), "redis://"+master.Addr+"?replicas=1&replicas_timeout=100ms&eviction_check=false&persistence_check=false")
+	require.NoError(t, err)
+	t.Cleanup(func() { store.Close(st) })
+	cl, err := st.Claim(t.Context(), "a", "", store.NewToken(), time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, store.Acquired, cl.Outcome)
+	replica.Pause()
+	defer replica.Resume()
+	_, err = st.Claim(t.Context(), "b", "", store.NewToken(), time.Minute)
+	require.ErrorIs(t, err, redis.ErrNotReplicated)
 }

@@ -1,0 +1,54 @@
+// Package otelidem reports what idemkit does with every key as OpenTelemetry
+// metrics and traces: how many claims were acquired, replayed, found in
+// progress (HTTP 409) or mismatched (HTTP 422), how each run was settled,
+// how long the work, the settle and every store call took, how much work is
+// in flight, and how many records the cleanup job purged.
+//
+// It listens at the engine's one instrumentation point (idem.WithObserver),
+// so the HTTP middleware, message de-duplication and idem.Do are counted
+// alike:
+//
+//	tel, err := otelidem.New(otelidem.WithBackend("postgres"))
+//	eng, err := idem.New(st, idem.WithObserver(tel.Observer()))
+//	go purge.Run(ctx, st, purge.WithObserver(tel.PurgeObserver()))
+//
+// Metrics go to the global MeterProvider unless WithMeterProvider says
+// otherwise, spans to the global TracerProvider (WithTracerProvider); read
+// them with any OpenTelemetry exporter, Prometheus included (see the example
+// module under example/).
+//
+// # Metrics
+//
+//	idem.claims          counter  idem.outcome: acquired, replayed, in_progress, mismatch, slow_claim, store_error
+//	idem.settles         counter  idem.outcome: completed, not_kept, released, lease_lost, unknown, failed
+//	idem.waits           counter  claims that found the key in progress and waited (idem.WithWait)
+//	idem.renewals        counter  lease renewals
+//	idem.inflight        up-down  runs holding a key: acquired, not yet settled
+//	idem.work.duration   histogram, s: from acquiring the key to the first settle call
+//	idem.settle.duration histogram, s: from the first settle call to the settle's end (retries and commit included)
+//	idem.store.duration  histogram, s  idem.op (claim, renew, complete, release, tx), idem.store, error
+//	idem.store.errors    counter  idem.op, idem.store
+//	idem.purge.deleted   counter  records the cleanup job deleted
+//	idem.purge.runs      counter  idem.result: ok, error
+//	idem.purge.duration  histogram, s
+//
+// Every metric also carries the attributes given with WithAttributes (for
+// example the surface: http, dedup). Keys never reach metrics.
+//
+// # Traces
+//
+// Every claim and every settle is a span ("idem.claim", "idem.settle"), a
+// child of the caller's span (the request's, with otelhttp), with the
+// outcome in idem.outcome and the key, hashed by default (keyer.Redactor),
+// in idem.key.
+//
+// # What it measures exactly
+//
+// Counts are exact: each comes from one engine event. In-flight work and the
+// work and settle durations join events of one run by its key: the store
+// lets only one claim hold a key, so the join is exact except when a lease
+// is taken over while its first holder still runs (the first run then stops
+// counting at the takeover). A claim span's start is that of the latest
+// claim call of its key, which with concurrent claims of one key may be
+// another caller's call of about the same length.
+package otelidem

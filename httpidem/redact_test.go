@@ -1,0 +1,182 @@
+package httpidem_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/keyer"
+	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/store/memory"
+	"github.com/idemkit/idemkit/storetest"
+)
+
+// The raw parts of the scripted run's keys: the tenant the scope function
+// adds and the client's key. Neither may reach a log line.
+const (
+	rawTenant = "tenant-acme-7Qx"
+	rawClient = "client-key-Zk41"
+)
+
+// quotingStore makes chosen calls fail with an error that quotes the key,
+// as the Redis and memory backends' errors do.
+type quotingStore struct {
+	store.Store
+	fail func(op, key string, n int) bool
+	mu   sync.Mutex
+	n    map[string]int
+}
+
+func (q *quotingStore) failed(op, key string) error {
+	q.mu.Lock()
+	if q.n == nil {
+		q.n = map[string]int{}
+	}
+	q.n[op+key]++
+	n := q.n[op+key]
+	q.mu.Unlock()
+	if q.fail(op, key, n) {
+		return fmt.Errorf("test: %s: key %q: %w", op, key, errDown)
+	}
+	return nil
+}
+
+func (q *quotingStore) Claim(ctx context.Context, key, fp string, tok store.Token, lease time.Duration) (store.Claim, error) {
+	if err := q.failed("claim", key); err != nil {
+		return store.Claim{}, err
+	}
+	return q.Store.Claim(ctx, key, fp, tok, lease)
+}
+
+func (q *quotingStore) Complete(ctx context.Context, key string, tok store.Token, resp []byte, retention time.Duration) error {
+	if err := q.failed("complete", key); err != nil {
+		return err
+	}
+	return q.Store.Complete(ctx, key, tok, resp, retention)
+}
+
+func (q *quotingStore) Release(ctx context.Context, key string, tok store.Token) error {
+	if err := q.failed("release", key); err != nil {
+		return err
+	}
+	return q.Store.Release(ctx, key, tok)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// scriptHTTP sends a scripted set of requests: a first request whose
+// Complete is retried, its replay, a 422, a 409, a 500 whose release fails,
+// a 503 (the store is down) and a lease lost while the handler runs. It
+// returns the log and the scoped keys used.
+func scriptHTTP(t *testing.T, opts ...httpidem.Option) (string, []string) {
+	t.Helper()
+	clock := storetest.NewManualClock(time.Now())
+	mem, err := memory.New(memory.WithClock(clock.Now))
+	require.NoError(t, err)
+	t.Cleanup(func() { mem.Close() })
+	client := func(name string) string { return rawClient + "-" + name }
+	scoped := func(name string) string { return mustScoped(t, client(name), rawTenant) }
+	q := &quotingStore{Store: mem, fail: func(op, key string, n int) bool {
+		switch {
+		case key == scoped("done") && op == "complete":
+			return n <= 2
+		case key == scoped("fail") && op == "release":
+			return true
+		case key == scoped("down") && op == "claim":
+			return true
+		}
+		return false
+	}}
+	var logs syncBuffer
+	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	started, release := make(chan struct{}), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Header.Get("Idempotency-Key") {
+		case client("busy"):
+			close(started)
+			<-release
+		case client("fail"):
+			w.WriteHeader(500)
+			return
+		case client("lost"):
+			clock.Advance(time.Hour) // the lease lapses; another claim takes the key
+			c, err := mem.Claim(context.Background(), scoped("lost"), "", store.NewToken(), time.Hour)
+			assert.NoError(t, err)
+			assert.Equal(t, store.Acquired, c.Outcome)
+			<-r.Context().Done()
+		}
+		w.WriteHeader(201)
+	})
+	mw := mustNew(t, q, append([]httpidem.Option{
+		httpidem.WithLogger(logger), httpidem.WithLease(200 * time.Millisecond),
+		httpidem.WithScope(func(*http.Request) ([]string, error) { return []string{rawTenant}, nil }),
+	}, opts...)...)(h)
+
+	assert.Equal(t, 201, serve(mw, newReq(`{}`, client("done"))).Code)
+	w := serve(mw, newReq(`{}`, client("done")))
+	assert.Equal(t, 201, w.Code)
+	assert.Equal(t, "true", w.Header().Get(httpidem.ReplayedHeader))
+	requireProblem(t, serve(mw, newReq(`{"other":1}`, client("done"))), 422, httpidem.CodeKeyMismatch)
+	done := make(chan int)
+	go func() { done <- serve(mw, newReq(`{}`, client("busy"))).Code }()
+	<-started
+	requireProblem(t, serve(mw, newReq(`{}`, client("busy"))), 409, httpidem.CodeInProgress)
+	close(release)
+	assert.Equal(t, 201, <-done)
+	assert.Equal(t, 500, serve(mw, newReq(`{}`, client("fail"))).Code)
+	requireProblem(t, serve(mw, newReq(`{}`, client("down"))), 503, httpidem.CodeStoreUnavailable)
+	assert.Equal(t, 201, serve(mw, newReq(`{}`, client("lost"))).Code)
+	return logs.String(), []string{scoped("done"), scoped("fail"), scoped("down"), scoped("lost")}
+}
+
+func TestLogsCarryNoRawKeyByDefault(t *testing.T) {
+	logs, keys := scriptHTTP(t)
+	require.GreaterOrEqual(t, strings.Count(logs, "\n"), 5, "retried complete, failed release, store down, lease lost:\n%s", logs)
+	assert.NotContains(t, logs, rawTenant, "the tenant scope is in a log line")
+	assert.NotContains(t, logs, rawClient, "the client's key is in a log line")
+	red := keyer.DefaultRedactor()
+	for _, k := range keys {
+		assert.Contains(t, logs, red(k), "every failing key's lines carry its hash")
+	}
+}
+
+func TestLogsCarryRawKeysWhenChosen(t *testing.T) {
+	logs, keys := scriptHTTP(t, httpidem.WithKeyRedactor(keyer.RawKeys()))
+	for _, k := range keys {
+		j, err := json.Marshal(k)
+		require.NoError(t, err)
+		assert.Contains(t, logs, string(j), "raw keys were chosen")
+	}
+	assert.Contains(t, logs, rawTenant)
+}
+
+func TestKeyRedactorNil(t *testing.T) {
+	_, err := httpidem.New(newFakeStore(), httpidem.WithKeyRedactor(nil))
+	require.ErrorIs(t, err, store.ErrInvalid)
+}

@@ -1,0 +1,393 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// runLease is lease mode: claim (waiting if asked), run the work under a
+// heartbeat, settle.
+func (e *Engine) runLease(ctx context.Context, key, fp string, work Work) (Result, error) {
+	tok := store.NewToken()
+	var deadline time.Time
+	if e.opts.wait > 0 {
+		deadline = time.Now().Add(e.opts.wait)
+	}
+	for attempt := 0; ; attempt++ {
+		sent := time.Now()
+		c, err := e.claim(ctx, e.s, key, fp, tok, OpClaim)
+		if err != nil {
+			if ctx.Err() != nil {
+				return Result{}, fmt.Errorf("idem: claim %q: %w", e.show(key), context.Cause(ctx))
+			}
+			return Result{}, fmt.Errorf("idem: claim %q: %w: %w", e.show(key), ErrUnavailable, err)
+		}
+		o := e.interpret(c, fp)
+		switch {
+		case o == store.Acquired:
+			if took := time.Since(sent); took >= e.opts.lease/2 {
+				// The lease started somewhere during the claim: it may
+				// already have lapsed, or lapse before a renewal or the
+				// Complete reach the store, and then a retry runs the work a
+				// second time. Do not run the work on such a lease.
+				if e.release(ctx, key, tok) == nil {
+					e.emit(ctx, Event{Kind: Released, Key: key, Reason: "claim too slow"})
+				}
+				e.emit(ctx, Event{Kind: SlowClaim, Key: key})
+				return Result{}, fmt.Errorf("idem: claim %q took %v, half the lease (%v) or more: %w",
+					e.show(key), took.Round(time.Millisecond), e.opts.lease, ErrSlowClaim)
+			}
+			e.emit(ctx, Event{Kind: Acquired, Key: key})
+			return e.runHeld(ctx, key, fp, tok, sent, work)
+		case o == store.InProgress && e.opts.wait > 0 && e.waitStep(ctx, key, deadline, attempt):
+			continue
+		case o == store.InProgress && ctx.Err() != nil:
+			return Result{Outcome: o, Record: c.Record}, fmt.Errorf("idem: wait for %q: %w", e.show(key), context.Cause(ctx))
+		}
+		return e.duplicate(ctx, key, c, o), nil
+	}
+}
+
+// runHeld runs the work on a key held by tok since a claim sent at claimed,
+// then settles.
+func (e *Engine) runHeld(ctx context.Context, key, fp string, tok store.Token, claimed time.Time, work Work) (Result, error) {
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	hb := e.startHeartbeat(ctx, key, fp, tok, claimed, cancel)
+
+	// No recover: if the work panics (or calls runtime.Goexit), this stops
+	// the heartbeat and releases the key while the panic goes on with its
+	// original stack.
+	returned := false
+	defer func() {
+		if !returned {
+			hb.stop()
+			e.release(ctx, key, tok)
+			e.emit(ctx, Event{Kind: Released, Key: key, Reason: "panic"})
+		}
+	}()
+	v := work(wctx)
+	returned = true
+	return e.settle(ctx, key, tok, hb, v)
+}
+
+// settle records the verdict of the work. The heartbeat runs until the key
+// is settled.
+func (e *Engine) settle(ctx context.Context, key string, tok store.Token, hb *heartbeat, v Verdict) (Result, error) {
+	res := Result{Outcome: store.Acquired}
+	if lost := hb.lostToOther(); lost != nil {
+		hb.stop()
+		res.Settle = SettleLeaseLost
+		e.emit(ctx, Event{Kind: LeaseLost, Key: key, Err: lost, Status: v.status, Reason: "lost while the work ran"})
+		return res, fmt.Errorf("idem: settle %q: %w", e.show(key), lost)
+	}
+	switch v.kindOrKeep() {
+	case discard:
+		// Stop renewing first: a renewal after the release would claim the
+		// key again.
+		hb.stop()
+		if err := e.release(ctx, key, tok); err != nil {
+			// The key lapses with its lease; a retry runs then.
+			res.Settle = SettleFailed
+			return res, fmt.Errorf("idem: release %q: %w", e.show(key), err)
+		}
+		res.Settle = SettleReleased
+		e.emit(ctx, Event{Kind: Released, Key: key, Reason: v.reason, Status: v.status})
+		return res, nil
+	case keepWithoutResponse:
+		res.Settle = SettleNotKept
+		_, err := e.complete(ctx, key, tok, hb, notKeptMarker)
+		hb.stop()
+		if err != nil {
+			return e.notRecorded(ctx, key, res, v, err)
+		}
+		e.emit(ctx, Event{Kind: Completed, Key: key, NotKept: true, Reason: v.reason, Status: v.status})
+		return res, nil
+	}
+	res.Settle = SettleCompleted
+	withoutResponse, err := e.complete(ctx, key, tok, hb, v.response)
+	hb.stop()
+	if err != nil {
+		return e.notRecorded(ctx, key, res, v, err)
+	}
+	if withoutResponse {
+		res.Settle = SettleNotKept
+	}
+	e.emit(ctx, Event{Kind: Completed, Key: key, Status: v.status, NotKept: withoutResponse})
+	return res, nil
+}
+
+func (e *Engine) notRecorded(ctx context.Context, key string, res Result, v Verdict, err error) (Result, error) {
+	if errors.Is(err, store.ErrLeaseLost) {
+		res.Settle = SettleLeaseLost
+		e.emit(ctx, Event{Kind: LeaseLost, Key: key, Err: err, Status: v.status, Reason: "lost before the result was recorded"})
+		e.opts.logger.ErrorContext(ctx, "idem: lease lost before the result was recorded; the record is another claim's", "key", e.show(key), "err", err)
+		return res, fmt.Errorf("idem: complete %q: %w", e.show(key), err)
+	}
+	res.Settle = SettleFailed
+	e.opts.logger.ErrorContext(ctx, "idem: could not record the result before the lease ended; a retry after it runs the work again", "key", e.show(key), "err", err)
+	return res, fmt.Errorf("idem: complete %q: %w: %w", e.show(key), ErrNotRecorded, err)
+}
+
+// Backoff of the Complete retries, and how many leases they may last while
+// renewals succeed but Complete keeps failing (a store that renews but
+// refuses the write): past that the caller gets ErrNotRecorded rather than
+// waiting forever.
+const (
+	settleFirstBackoff = 5 * time.Millisecond
+	settleMaxBackoff   = 500 * time.Millisecond
+	settleLeases       = 4
+)
+
+// complete records response, retrying with backoff while the heartbeat
+// holds the lease. It stops when the lease is lost to another claim
+// (store.ErrLeaseLost) or has ended without a successful renewal. When the
+// store refuses the response itself (ErrInvalid), or keeps failing for
+// settleLeases leases while renewals succeed (a server limit it does not
+// name, such as a maximum packet size), it records the key as done without
+// the response and reports withoutResponse: a retry is then told the work was
+// done, rather than running it again once the key lapses.
+func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *heartbeat, response []byte) (withoutResponse bool, err error) {
+	withoutResponse = isNotKept(response)
+	defer func() {
+		if err != nil {
+			withoutResponse = false
+		}
+	}()
+	bctx := context.WithoutCancel(ctx)
+	backoff := settleFirstBackoff
+	start := time.Now()
+	reclaims := 0
+	for {
+		if lost := hb.lostToOther(); lost != nil {
+			return false, lost
+		}
+		actx, cancel := context.WithTimeout(bctx, e.attemptTimeout())
+		err := e.call(ctx, key, OpComplete, func() error {
+			return e.s.Complete(actx, key, tok, response, e.opts.retention)
+		})
+		if errors.Is(err, store.ErrLeaseLost) {
+			// The lease lapsed (the key is absent) or another claim holds
+			// it. Claiming again with the same token tells which, atomically:
+			// Acquired means nobody took it and it is ours again.
+			var c store.Claim
+			c, err = e.claim(actx, e.s, key, hb.fp, tok, OpRenew)
+			switch {
+			case err != nil:
+				// Unknown: try again below.
+			case c.Outcome == store.Acquired && reclaims < 3:
+				// Ours again; a store that keeps refusing Complete right
+				// after an Acquired is broken, hence the bound.
+				reclaims++
+				hb.renewedAt(time.Now())
+				cancel()
+				continue
+			case c.Outcome == store.Acquired:
+				cancel()
+				return false, fmt.Errorf("the store refuses Complete right after acquiring: %w", ErrNotRecorded)
+			case c.Outcome == store.Completed && c.Record.Token == tok:
+				cancel()
+				return withoutResponse, nil // an earlier attempt went through
+			default:
+				cancel()
+				return false, fmt.Errorf("the key is %v for another claim: %w", c.Outcome, store.ErrLeaseLost)
+			}
+		}
+		cancel()
+		if err == nil {
+			return withoutResponse, nil
+		}
+		if errors.Is(err, store.ErrInvalid) && !withoutResponse {
+			// The store refuses this response (too large for the backend):
+			// the effect happened, so record the key as done without it.
+			e.opts.logger.WarnContext(ctx, "idem: the store refused the response; recording the key without it", "key", e.show(key), "err", err)
+			response, withoutResponse = notKeptMarker, true
+			continue
+		}
+		if errors.Is(err, store.ErrInvalid) || hb.ended() {
+			return false, err
+		}
+		if time.Since(start) >= settleLeases*e.opts.lease {
+			if withoutResponse {
+				return false, err
+			}
+			// Renewals go through but this Complete never does: the store
+			// refuses the response in a way it does not name. Letting the
+			// key lapse would run the work again; record it as done
+			// without the response, for as long again.
+			e.opts.logger.ErrorContext(ctx, "idem: Complete keeps failing while the lease is renewed; recording the key without its response", "key", e.show(key), "err", err)
+			response, withoutResponse, start = notKeptMarker, true, time.Now()
+			continue
+		}
+		e.opts.logger.WarnContext(ctx, "idem: could not record the result; retrying while the lease holds", "key", e.show(key), "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-hb.lostCh:
+			t.Stop()
+		}
+		backoff = min(backoff*2, settleMaxBackoff, max(e.opts.lease/8, time.Millisecond))
+	}
+}
+
+// attemptTimeout bounds one store call made after the work ran, so that a
+// hung store (a paused server) cannot hold the settle loop past the lease.
+func (e *Engine) attemptTimeout() time.Duration { return max(e.opts.lease/4, time.Millisecond) }
+
+// release gives the key up, trying a few times. A failure is logged: the
+// lease then lapses by itself, and until then a retry finds the key in
+// progress.
+func (e *Engine) release(ctx context.Context, key string, tok store.Token) error {
+	bctx := context.WithoutCancel(ctx)
+	var err error
+	backoff := settleFirstBackoff
+	for i := 0; i < 3; i++ {
+		actx, cancel := context.WithTimeout(bctx, e.attemptTimeout())
+		err = e.call(ctx, key, OpRelease, func() error { return e.s.Release(actx, key, tok) })
+		cancel()
+		if err == nil || errors.Is(err, store.ErrInvalid) || i == 2 {
+			break
+		}
+		time.Sleep(backoff)
+		backoff *= 4
+	}
+	if err != nil {
+		e.opts.logger.ErrorContext(ctx, "idem: could not release the key; it stays claimed until its lease lapses", "key", e.show(key), "err", err)
+	}
+	return err
+}
+
+// heartbeat renews the lease every lease/2 (every lease/8 after a failure)
+// on its own goroutine, with a context that ignores the caller's
+// cancellation: cancelling the caller cancels the work, never the renewal.
+type heartbeat struct {
+	e       *Engine
+	ctx     context.Context // the caller's, for events and logs
+	key, fp string
+	tok     store.Token
+	cancel  context.CancelCauseFunc // the work's context
+
+	rctx    context.Context // renewals: cancelled by stop, not by the caller
+	rcancel context.CancelFunc
+	quit    chan struct{}
+	done    chan struct{}
+	lostCh  chan struct{} // closed when the lease is lost to another claim
+	once    sync.Once
+
+	mu      sync.Mutex
+	renewed time.Time // when the claim or renewal that last extended the lease was sent
+	lost    error     // another claim holds the key
+	lapsed  bool      // the lease ran out without a renewal
+}
+
+func (e *Engine) startHeartbeat(ctx context.Context, key, fp string, tok store.Token, claimed time.Time, cancel context.CancelCauseFunc) *heartbeat {
+	hb := &heartbeat{
+		e: e, ctx: ctx, key: key, fp: fp, tok: tok, cancel: cancel,
+		quit: make(chan struct{}), done: make(chan struct{}), lostCh: make(chan struct{}),
+		renewed: claimed,
+	}
+	hb.rctx, hb.rcancel = context.WithCancel(context.WithoutCancel(ctx))
+	go hb.loop()
+	return hb
+}
+
+// stop ends renewal and waits for a renewal in flight to end.
+func (hb *heartbeat) stop() {
+	hb.once.Do(func() {
+		hb.rcancel()
+		close(hb.quit)
+	})
+	<-hb.done
+}
+
+func (hb *heartbeat) lostToOther() error {
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	return hb.lost
+}
+
+// ended reports whether the lease is over: lost to another claim, or no
+// renewal succeeded for a whole lease.
+func (hb *heartbeat) ended() bool {
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	return hb.lost != nil || time.Since(hb.renewed) >= hb.e.opts.lease
+}
+
+func (hb *heartbeat) renewedAt(t time.Time) {
+	hb.mu.Lock()
+	if t.After(hb.renewed) {
+		hb.renewed = t
+	}
+	hb.mu.Unlock()
+}
+
+func (hb *heartbeat) loop() {
+	defer close(hb.done)
+	e := hb.e
+	lease := e.opts.lease
+	hb.mu.Lock()
+	next := max(lease/2-time.Since(hb.renewed), time.Millisecond)
+	hb.mu.Unlock()
+	t := time.NewTimer(next)
+	defer t.Stop()
+	for {
+		select {
+		case <-hb.quit:
+			return
+		case <-t.C:
+		}
+		actx, cancel := context.WithTimeout(hb.rctx, max(lease/2, time.Millisecond))
+		sent := time.Now()
+		c, err := e.claim(actx, e.s, hb.key, hb.fp, hb.tok, OpRenew)
+		cancel()
+		if hb.rctx.Err() != nil {
+			return // stopped while renewing
+		}
+		switch {
+		case err == nil && c.Outcome == store.Acquired:
+			hb.renewedAt(sent)
+			hb.mu.Lock()
+			hb.lapsed = false
+			hb.mu.Unlock()
+			e.emit(hb.ctx, Event{Kind: Renewed, Key: hb.key})
+			t.Reset(lease / 2)
+		case err == nil && c.Outcome == store.Completed && c.Record.Token == hb.tok:
+			return // settled: a Complete of ours went through
+		case err == nil:
+			hb.mu.Lock()
+			hb.lost = fmt.Errorf("idem: renew %q: the key is %v for another claim: %w", e.show(hb.key), c.Outcome, store.ErrLeaseLost)
+			lost := hb.lost
+			hb.mu.Unlock()
+			close(hb.lostCh)
+			e.emit(hb.ctx, Event{Kind: LeaseLost, Key: hb.key, Err: lost, Reason: "another claim holds the key"})
+			e.opts.logger.ErrorContext(hb.ctx, "idem: lease lost to another claim; cancelling the work", "key", e.show(hb.key))
+			hb.cancel(store.ErrLeaseLost)
+			return
+		default:
+			hb.mu.Lock()
+			over := time.Since(hb.renewed) >= lease
+			first := over && !hb.lapsed
+			if over {
+				hb.lapsed = true
+			}
+			hb.mu.Unlock()
+			if first {
+				// Nobody may hold the key now, but a retry may claim it at
+				// any moment: the work must stop. Renewal goes on, so that
+				// the result can still be recorded if nobody took the key.
+				e.emit(hb.ctx, Event{Kind: LeaseLost, Key: hb.key, Err: err, Reason: "renewals failed until the lease ran out"})
+				e.opts.logger.ErrorContext(hb.ctx, "idem: renewals failed until the lease ran out; cancelling the work", "key", e.show(hb.key), "err", err)
+				hb.cancel(store.ErrLeaseLost)
+			} else {
+				e.opts.logger.WarnContext(hb.ctx, "idem: lease renewal failed; retrying", "key", e.show(hb.key), "err", err)
+			}
+			t.Reset(max(lease/8, time.Millisecond))
+		}
+	}
+}

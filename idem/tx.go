@@ -1,0 +1,155 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// errRollback makes InTx roll back on purpose (a discarded verdict, a
+// response not kept).
+var errRollback = errors.New("idem: rolled back")
+
+// txRun is what happened inside one InTx call.
+type txRun struct {
+	claim    store.Claim
+	outcome  store.Outcome
+	claimErr error
+	ran      bool
+	verdict  Verdict
+	returned bool
+}
+
+// runTx is transactional mode: claim, work and Complete in one InTx. A
+// concurrent duplicate blocks on the key's row until the first transaction
+// ends. The slow-claim rule does not apply here: a claim may wait for that
+// row, and the transaction keeps everyone else out of the key; the lease is
+// renewed once before Complete when the work ran past half of it.
+func (e *Engine) runTx(ctx context.Context, key, fp string, work Work) (Result, error) {
+	tok := store.NewToken()
+	var deadline time.Time
+	if e.opts.wait > 0 {
+		deadline = time.Now().Add(e.opts.wait)
+	}
+	for attempt := 0; ; attempt++ {
+		var run txRun
+		err := e.call(ctx, key, OpTx, func() error {
+			return e.tx.InTx(ctx, func(ctx context.Context, s store.Store) error {
+				return e.inTx(ctx, s, key, fp, tok, work, &run)
+			})
+		})
+		if !run.ran {
+			if run.claimErr != nil || err != nil {
+				if err == nil {
+					err = run.claimErr
+				}
+				if ctx.Err() != nil {
+					return Result{}, fmt.Errorf("idem: claim %q: %w", e.show(key), context.Cause(ctx))
+				}
+				return Result{}, fmt.Errorf("idem: claim %q: %w: %w", e.show(key), ErrUnavailable, err)
+			}
+			switch {
+			case run.outcome == store.InProgress && e.opts.wait > 0 && e.waitStep(ctx, key, deadline, attempt):
+				continue
+			case run.outcome == store.InProgress && ctx.Err() != nil:
+				return Result{Outcome: run.outcome, Record: run.claim.Record}, fmt.Errorf("idem: wait for %q: %w", e.show(key), context.Cause(ctx))
+			}
+			return e.duplicate(ctx, key, run.claim, run.outcome), nil
+		}
+		return e.afterTx(ctx, key, &run, err)
+	}
+}
+
+func (e *Engine) inTx(ctx context.Context, s store.Store, key, fp string, tok store.Token, work Work, run *txRun) error {
+	*run = txRun{} // InTx may call fn again after a retryable failure
+	c, err := e.claim(ctx, s, key, fp, tok, OpClaim)
+	if err != nil {
+		run.claimErr = err
+		return err
+	}
+	run.claim, run.outcome = c, e.interpret(c, fp)
+	if run.outcome != store.Acquired {
+		return nil // nothing written: the commit is a no-op
+	}
+	e.emit(ctx, Event{Kind: Acquired, Key: key})
+	run.ran = true
+	claimed := time.Now()
+	defer func() {
+		if !run.returned {
+			e.emit(ctx, Event{Kind: Released, Key: key, Reason: "panic; transaction rolled back"})
+		}
+	}()
+	run.verdict = work(ctx)
+	run.returned = true
+	if k := run.verdict.kindOrKeep(); k != keep {
+		return errRollback
+	}
+	if time.Since(claimed) >= e.opts.lease/2 {
+		// The lease still applies in a transaction. Nobody can take the key
+		// over while this transaction holds its row, so it is not renewed
+		// while the work runs (a driver's transaction is not safe for
+		// concurrent use); it is renewed once here, so a slow work's
+		// Complete does not fail.
+		c, err := e.claim(ctx, s, key, fp, tok, OpRenew)
+		if err != nil {
+			return err
+		}
+		if c.Outcome != store.Acquired {
+			return fmt.Errorf("idem: renew %q before completing: the key is %v: %w", e.show(key), c.Outcome, store.ErrLeaseLost)
+		}
+		e.emit(ctx, Event{Kind: Renewed, Key: key})
+	}
+	complete := func() error {
+		return e.call(ctx, key, OpComplete, func() error {
+			return s.Complete(ctx, key, tok, run.verdict.response, e.opts.retention)
+		})
+	}
+	err = complete()
+	if errors.Is(err, store.ErrLeaseLost) {
+		// The work outlived the lease by the store's clock. No other claim
+		// can have taken the key meanwhile (it waits on the key's row until
+		// this transaction ends), so claiming it again with the same token
+		// renews the lease, and the completion goes through.
+		if c, cerr := e.claim(ctx, s, key, fp, tok, OpRenew); cerr == nil && c.Outcome == store.Acquired {
+			e.emit(ctx, Event{Kind: Renewed, Key: key})
+			err = complete()
+		}
+	}
+	return err
+}
+
+// afterTx reports a transaction whose work ran; err is what InTx returned.
+func (e *Engine) afterTx(ctx context.Context, key string, run *txRun, err error) (Result, error) {
+	res := Result{Outcome: store.Acquired}
+	v := run.verdict
+	switch {
+	case err == nil:
+		res.Settle = SettleCompleted
+		e.emit(ctx, Event{Kind: Completed, Key: key, Status: v.status})
+		return res, nil
+	case errors.Is(err, errRollback):
+		res.Settle = SettleReleased
+		reason := v.reason
+		if reason == "" {
+			reason = "rolled back"
+		}
+		e.emit(ctx, Event{Kind: Released, Key: key, Status: v.status, Reason: reason + "; transaction rolled back"})
+		return res, nil
+	case errors.Is(err, store.ErrLeaseLost):
+		res.Settle = SettleLeaseLost
+		e.emit(ctx, Event{Kind: LeaseLost, Key: key, Status: v.status, Err: err, Reason: "transaction rolled back"})
+		return res, fmt.Errorf("idem: complete %q: %w", e.show(key), err)
+	default:
+		// Complete or the commit failed. The transaction did not commit, or
+		// (when the reply to COMMIT was lost) nobody knows whether it did;
+		// either way a retry with the same key replays or runs, whichever is
+		// true.
+		res.Settle = SettleUnknown
+		e.emit(ctx, Event{Kind: Unknown, Key: key, Status: v.status, Err: err})
+		e.opts.logger.ErrorContext(ctx, "idem: transaction failed after the work ran; not committed, or its outcome is unknown", "key", e.show(key), "err", err)
+		return res, fmt.Errorf("idem: commit %q: %w: %w", e.show(key), ErrNotRecorded, err)
+	}
+}
