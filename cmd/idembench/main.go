@@ -137,11 +137,24 @@ func parse(name string, r io.Reader) []result {
 	index := map[string]int{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	pending := "" // a benchmark name whose figures a log line pushed to a later line
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") {
+		if len(f) > 0 && strings.HasPrefix(f[0], "Benchmark") {
+			pending = f[0]
+		}
+		switch {
+		case len(f) >= 4 && strings.HasPrefix(f[0], "Benchmark"):
+		case len(f) >= 3 && pending != "" && isCount(f[0]):
+			// "BenchmarkX-2 <log output>" then "N value unit ...".
+			f = append([]string{pending}, f...)
+		default:
 			continue
 		}
+		if _, err := strconv.Atoi(f[1]); err != nil {
+			continue // a name followed by log output, not figures
+		}
+		pending = ""
 		bench := trimProcs(f[0])
 		// f[1] is the iteration count, then value-unit pairs.
 		for i := 2; i+1 < len(f); i += 2 {
@@ -164,6 +177,11 @@ func parse(name string, r io.Reader) []result {
 		}
 	}
 	return out
+}
+
+func isCount(s string) bool {
+	_, err := strconv.Atoi(s)
+	return err == nil
 }
 
 // trimProcs drops the -GOMAXPROCS suffix go test adds to benchmark names

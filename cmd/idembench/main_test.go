@@ -12,7 +12,9 @@ pkg: github.com/idemkit/idemkit/store/redis
 BenchmarkPaired/ClaimComplete/workers=1-2         	    4000	     72638 ns/op	     27962 raw-ops/s	     27228 store-ops/s	         0.9738 store/raw
 BenchmarkPaired/ClaimComplete/workers=1-2         	    4000	     72121 ns/op	     28346 raw-ops/s	     27252 store-ops/s	         0.9614 store/raw
 BenchmarkPaired/ClaimComplete/workers=1-2         	    4000	     78423 ns/op	     26117 raw-ops/s	     25009 store-ops/s	         1.2 store/raw
-BenchmarkInterleaved/new-2      	    2000	     75561 ns/op	        1.402 raw-g8/g1	         0.9546 sqlite/raw-g1	         1.108 sqlite/raw-g8
+BenchmarkInterleaved/new-2      	2026/12/01 22:42:58 WARN redis: a log line in the middle
+    2000	     75561 ns/op	        1.402 raw-g8/g1	         0.9546 sqlite/raw-g1	         1.108 sqlite/raw-g8
+2026/12/01 22:42:58 WARN 12 a log line of its own
 BenchmarkInterleaved/new-2      	    2000	     75561 ns/op	        1.402 raw-g8/g1	         0.8546 sqlite/raw-g1	         1.308 sqlite/raw-g8
 --- SKIP: BenchmarkSomething
 PASS

@@ -125,7 +125,7 @@ func runKeys(prefix string) string {
 func BenchmarkRedis(b *testing.B) {
 	c, prefix := benchClient(b)
 	ctx := context.Background()
-	s := mustNew(b, c, WithPrefix(prefix), WithEvictionCheck(false))
+	s := mustNew(b, c, WithPrefix(prefix), WithEvictionCheck(false), WithPersistenceCheck(false))
 	tok := store.NewToken()
 	for _, w := range benchWorkers {
 		b.Run(fmt.Sprintf("ClaimComplete/workers=%d", w), func(b *testing.B) {
@@ -228,7 +228,7 @@ var benchCases = []struct {
 		// Every worker claims one key that another token holds, as a herd
 		// of duplicates of a request in flight does.
 		ctx := context.Background()
-		s := mustNew(b, c, WithPrefix(prefix), WithEvictionCheck(false))
+		s := mustNew(b, c, WithPrefix(prefix), WithEvictionCheck(false), WithPersistenceCheck(false))
 		key := runKeys("") + "hot"
 		if _, err := s.Claim(ctx, key, "fp", store.NewToken(), time.Hour); err != nil {
 			b.Fatal(err)
@@ -296,7 +296,7 @@ func everyNth(op func(int) error) func(int) error {
 // operation, with its header, as anything storing a record must).
 func claimCompleteOps(b *testing.B, c *goredis.Client, prefix string, resp []byte, plainSet bool) (func(int) error, func(int) error) {
 	ctx := context.Background()
-	s := mustNew(b, c, WithPrefix(prefix), WithEvictionCheck(false))
+	s := mustNew(b, c, WithPrefix(prefix), WithEvictionCheck(false), WithPersistenceCheck(false))
 	tok := store.NewToken()
 	storeKeys, rawKeys := runKeys(""), runKeys(prefix)
 	leaseMs, retentionMs := millis(benchLease), millis(benchRetention)
@@ -331,7 +331,7 @@ func claimCompleteOps(b *testing.B, c *goredis.Client, prefix string, resp []byt
 
 func replayOps(b *testing.B, c *goredis.Client, prefix string, resp []byte) (func(int) error, func(int) error) {
 	ctx := context.Background()
-	s := mustNew(b, c, WithPrefix(prefix), WithEvictionCheck(false))
+	s := mustNew(b, c, WithPrefix(prefix), WithEvictionCheck(false), WithPersistenceCheck(false))
 	tok, other := store.NewToken(), store.NewToken()
 	key := runKeys("") + "replay"
 	if _, err := s.Claim(ctx, key, "fp", tok, benchLease); err != nil {
