@@ -3,7 +3,7 @@
 // Prometheus exporter serves the metrics at GET /metrics, the cleanup job
 // purges expired keys, and logs carry keys hashed, never raw.
 //
-//	go run ./contrib/otelidem/example                     # memory store, on :3001
+//	go run ./contrib/otelidem/example                     # memory store, on 127.0.0.1:3001 (-addr to change)
 //	go run ./contrib/otelidem/example -store sqlite -db idem.db
 //	curl -s localhost:3001/metrics | grep '^idem_'
 //
@@ -63,7 +63,7 @@ type config struct {
 }
 
 func run(args []string) error {
-	cfg := config{Addr: ":3001", Store: "memory", DB: "idem.db", Retention: 24 * time.Hour, PurgeEvery: 5 * time.Minute,
+	cfg := config{Addr: "127.0.0.1:3001", Store: "memory", DB: "idem.db", Retention: 24 * time.Hour, PurgeEvery: 5 * time.Minute,
 		Delay: 200 * time.Millisecond, Secret: os.Getenv("IDEMKIT_KEY_SECRET")}
 	fs := flag.NewFlagSet("example", flag.ContinueOnError)
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "address to serve on")
