@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -32,40 +33,20 @@ func (s *Store) CheckEviction(ctx context.Context) error {
 	var (
 		mu   sync.Mutex
 		bad  []string
-		read = func(ctx context.Context, c *goredis.Client) error {
-			m, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
+		read = func(ctx context.Context, name string, c goredis.Cmdable) error {
+			p, err := configValue(c.ConfigGet(ctx, "maxmemory-policy"), name, "maxmemory-policy")
 			if err != nil {
-				return fmt.Errorf("CONFIG GET maxmemory-policy on %s: %w", c.Options().Addr, err)
-			}
-			p, ok := m["maxmemory-policy"]
-			if !ok {
-				return fmt.Errorf("CONFIG GET maxmemory-policy on %s: no value", c.Options().Addr)
+				return err
 			}
 			if p != "noeviction" {
 				mu.Lock()
-				bad = append(bad, c.Options().Addr+" has "+p)
+				bad = append(bad, name+" has "+p)
 				mu.Unlock()
 			}
 			return nil
 		}
-		err error
 	)
-	switch c := s.client.(type) {
-	case *goredis.ClusterClient:
-		err = c.ForEachMaster(ctx, read)
-	case *goredis.Ring:
-		err = c.ForEachShard(ctx, read)
-	case *goredis.Client:
-		err = read(ctx, c)
-	default:
-		m, cerr := c.ConfigGet(ctx, "maxmemory-policy").Result()
-		switch {
-		case cerr != nil:
-			err = fmt.Errorf("CONFIG GET maxmemory-policy: %w", cerr)
-		case m["maxmemory-policy"] != "noeviction":
-			bad = append(bad, "the server has "+m["maxmemory-policy"])
-		}
-	}
+	err := s.eachNode(ctx, read)
 	if err != nil {
 		return s.fail(ctx, "check eviction", err)
 	}
@@ -77,24 +58,33 @@ func (s *Store) CheckEviction(ctx context.Context) error {
 }
 
 // checkPolicyOnce runs CheckEviction on the first call that touches Redis
-// and logs its finding. Concurrent first calls do not wait for it; a check
-// cut short by the caller's context is tried again on a later call.
+// and logs its finding (see checkOnce).
 func (s *Store) checkPolicyOnce(ctx context.Context) {
-	if !s.checkPolicy || s.policyState.Load() == 2 || !s.policyState.CompareAndSwap(0, 1) {
+	checkOnce(ctx, s.checkPolicy, &s.policyState, s.CheckEviction, func(err error) {
+		switch {
+		case errors.Is(err, ErrEvictionPolicy):
+			s.log.Warn("redis: Redis may evict idempotency records under memory pressure, and a retried operation would then run twice; set maxmemory-policy to noeviction",
+				"error", err.Error())
+		case err != nil:
+			s.log.Warn("redis: could not read maxmemory-policy; make sure it is noeviction, or idempotency records may be evicted",
+				"error", err.Error())
+		}
+	})
+}
+
+// checkOnce runs check on the first call that touches Redis, when enabled,
+// and hands its result to report. Concurrent first calls do not wait for it;
+// a check cut short by the caller's context is tried again on a later call.
+// state is 0 (not checked), 1 (checking) or 2 (done).
+func checkOnce(ctx context.Context, enabled bool, state *atomic.Int32, check func(context.Context) error, report func(error)) {
+	if !enabled || state.Load() == 2 || !state.CompareAndSwap(0, 1) {
 		return
 	}
-	err := s.CheckEviction(ctx)
+	err := check(ctx)
 	if ctx.Err() != nil {
-		s.policyState.Store(0)
+		state.Store(0)
 		return
 	}
-	s.policyState.Store(2)
-	switch {
-	case errors.Is(err, ErrEvictionPolicy):
-		s.log.Warn("redis: Redis may evict idempotency records under memory pressure, and a retried operation would then run twice; set maxmemory-policy to noeviction",
-			"error", err.Error())
-	case err != nil:
-		s.log.Warn("redis: could not read maxmemory-policy; make sure it is noeviction, or idempotency records may be evicted",
-			"error", err.Error())
-	}
+	state.Store(2)
+	report(err)
 }

@@ -95,24 +95,16 @@ func (s *Store) eachNode(ctx context.Context, read func(ctx context.Context, nam
 }
 
 // checkPersistenceOnce runs CheckPersistence on the first call that touches
-// Redis and logs its finding, as checkPolicyOnce does for the eviction
-// policy.
+// Redis and logs its finding (see checkOnce).
 func (s *Store) checkPersistenceOnce(ctx context.Context) {
-	if !s.checkPersist || s.persistState.Load() == 2 || !s.persistState.CompareAndSwap(0, 1) {
-		return
-	}
-	err := s.CheckPersistence(ctx)
-	if ctx.Err() != nil {
-		s.persistState.Store(0)
-		return
-	}
-	s.persistState.Store(2)
-	switch {
-	case errors.Is(err, ErrNoPersistence):
-		s.log.Warn("redis: Redis keeps no data across a restart, so a restarted server forgets every claim and stored response and each retry runs its operation again; turn on appendonly (or RDB save points)",
-			"error", err.Error())
-	case err != nil:
-		s.log.Warn("redis: could not read appendonly and save; make sure Redis persists its data, or a restart forgets every idempotency record",
-			"error", err.Error())
-	}
+	checkOnce(ctx, s.checkPersist, &s.persistState, s.CheckPersistence, func(err error) {
+		switch {
+		case errors.Is(err, ErrNoPersistence):
+			s.log.Warn("redis: Redis keeps no data across a restart, so a restarted server forgets every claim and stored response and each retry runs its operation again; turn on appendonly (or RDB save points)",
+				"error", err.Error())
+		case err != nil:
+			s.log.Warn("redis: could not read appendonly and save; make sure Redis persists its data, or a restart forgets every idempotency record",
+				"error", err.Error())
+		}
+	})
 }
