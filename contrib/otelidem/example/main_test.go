@@ -17,6 +17,11 @@ import (
 	"time"
 )
 
+// client keeps no connection open between requests: a connection dialed
+// but never used is "new" to the server, and Shutdown waits 5s for such a
+// connection before it counts it idle, which is as long as serve waits.
+var client = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
 // start serves the example on a free port until the test ends.
 func start(t *testing.T, cfg config) string {
 	t.Helper()
@@ -50,7 +55,7 @@ func post(t *testing.T, base, key, body string) int {
 	}
 	req.Header.Set("Idempotency-Key", key)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Error(err)
 		return 0
@@ -64,7 +69,7 @@ func post(t *testing.T, base, key, body string) int {
 // with name and holds every label in labels.
 func metric(t *testing.T, base, name string, labels ...string) float64 {
 	t.Helper()
-	resp, err := http.Get(base + "/metrics")
+	resp, err := client.Get(base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
