@@ -53,7 +53,8 @@ func (r *row) record(key string) store.Record {
 // replay, a key held by another token or a mismatch costs exactly that
 // statement and one round trip, and a new key the INSERT more. A replay
 // never writes. Taking over a lapsed lease or renewing the caller's own
-// lease adds a token-checked UPDATE.
+// lease adds a token-checked UPDATE. With coalescing (WithCoalescing), the
+// INSERT of concurrent claims is sent as one statement.
 func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.Token, lease time.Duration) (store.Claim, error) {
 	if err := store.CheckClaim(key, fingerprint, token, lease); err != nil {
 		return store.Claim{}, fmt.Errorf("postgres: claim: %w", err)
@@ -64,6 +65,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 	db := s.conn(ctx)
 	iv := interval(lease)
 	readFirst := s.stats.readFirst()
+	batched := s.coalescing(ctx)
 	for attempt := range maxClaimAttempts {
 		// One variable for every scan destination: one allocation.
 		var d struct {
@@ -87,7 +89,18 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 			// which is all a new key needs; a key that exists (or was
 			// committed meanwhile by a concurrent claim, which DO NOTHING
 			// waits for) is read by a second statement, which sees it.
-			err = db.QueryRow(ctx, s.sql.claim, key, fingerprint, string(token), iv).Scan(&r.expiresAt)
+			if batched {
+				// The same INSERT, alone or in one statement with
+				// concurrent claims' (see WithCoalescing).
+				var ins inserted
+				ins, err = s.batch.claims.Do(ctx, claimReq{key: key, fingerprint: fingerprint, token: string(token), lease: iv})
+				if err == nil && !ins.ok {
+					err = pgx.ErrNoRows
+				}
+				r.expiresAt = ins.until
+			} else {
+				err = db.QueryRow(ctx, s.sql.claim, key, fingerprint, string(token), iv).Scan(&r.expiresAt)
+			}
 			d.inserted = err == nil
 			if attempt == 0 && (err == nil || errors.Is(err, pgx.ErrNoRows)) {
 				s.stats.claimed(!d.inserted)

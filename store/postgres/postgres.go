@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idemkit/store"
 )
@@ -57,6 +58,7 @@ type Store struct {
 	sql   statements
 	stats *stats
 	owner *owner // whose InTx transactions this Store joins
+	batch *batchers // nil when coalescing is off; never set on a Store bound to a transaction
 
 	// closePool, set when store.Open made the pool, closes it.
 	closePool func()
@@ -73,7 +75,16 @@ type options struct {
 	table      string
 	schema     string
 	purgeBatch int
+	coalesce   int8 // 0 the default (on for a *pgxpool.Pool), 1 on, -1 off
+	slots      int  // batches of each kind in flight at once
+	maxBatch   int  // calls per batch at most
 }
+
+// Coalescing defaults, chosen by BenchmarkPaired (see WithCoalescing).
+const (
+	defaultSlots    = 2
+	defaultMaxBatch = 64
+)
 
 // Option configures a Store. An invalid value is reported by New and Schema
 // (an error matching store.ErrInvalid), never silently replaced.
@@ -99,6 +110,34 @@ func WithPurgeBatch(n int) Option {
 	return func(o *options) { o.purgeBatch = n }
 }
 
+// WithCoalescing turns coalescing on or off. It is on by default when the
+// DB is a *pgxpool.Pool and off otherwise (a *pgx.Conn, a pgx.Tx or a
+// *pgxpool.Conn is not safe for concurrent use, so its callers never
+// overlap); turn it on for another DB only when that DB is safe for
+// concurrent use.
+//
+// With coalescing, concurrent Claims and Completes of the Store are sent
+// together: when a few statements of the same kind are already in flight,
+// further callers queue, and the queued claims' INSERTs (or completions'
+// UPDATEs) go to the server as one multi-row statement, each caller getting
+// its own outcome, exactly the one its own statements would have given. A
+// caller alone runs its single-key statements as without coalescing, so one
+// caller's latency does not change; under load, fewer statements and
+// commits do the same work. Calls within a transaction of InTx are never
+// batched.
+//
+// A batch commits as one statement, so its callers wait for each other: a
+// key locked by another transaction (an uncommitted claim of InTx) holds up
+// the whole batch, not only its own claim, until that transaction ends.
+func WithCoalescing(on bool) Option {
+	return func(o *options) {
+		o.coalesce = -1
+		if on {
+			o.coalesce = 1
+		}
+	}
+}
+
 // New returns a Store that keeps its records in a table reached through db.
 // It does not touch the database: create the table with Migrate or with the
 // SQL from Schema first. New fails only for a nil db or an invalid option,
@@ -112,11 +151,15 @@ func New(db DB, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	table := qualified(o.schema, o.table)
-	return &Store{db: db, opts: o, table: table, sql: buildStatements(table), stats: new(stats), owner: new(owner)}, nil
+	s := &Store{db: db, opts: o, table: table, sql: buildStatements(table), stats: new(stats), owner: new(owner)}
+	if _, pool := db.(*pgxpool.Pool); o.coalesce > 0 || o.coalesce == 0 && pool {
+		s.batch = s.newBatchers()
+	}
+	return s, nil
 }
 
 func buildOptions(opts []Option) (options, error) {
-	o := options{table: DefaultTable, purgeBatch: DefaultPurgeBatch}
+	o := options{table: DefaultTable, purgeBatch: DefaultPurgeBatch, slots: defaultSlots, maxBatch: defaultMaxBatch}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)

@@ -55,7 +55,8 @@ func (st *stats) claimed(existing bool) {
 // response when token holds a live lease on key, returns nil and keeps the
 // first response and retention when token already completed it, and returns
 // ErrLeaseLost otherwise (the lease lapsed, or another token holds or
-// completed the key).
+// completed the key). With coalescing (WithCoalescing), the UPDATEs of
+// concurrent Completes are sent as one statement.
 func (s *Store) Complete(ctx context.Context, key string, token store.Token, response []byte, retention time.Duration) error {
 	if err := store.CheckComplete(key, token, retention); err != nil {
 		return fmt.Errorf("postgres: complete: %w", err)
@@ -65,6 +66,20 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 	}
 	if response == nil {
 		response = []byte{} // bytea '' rather than NULL: a completed record always has a response
+	}
+	if s.coalescing(ctx) {
+		// The same UPDATE, alone or in one statement with concurrent
+		// Completes' (see WithCoalescing).
+		res, err := s.batch.completes.Do(ctx, completeReq{key: key, token: string(token), response: response, retention: interval(retention)})
+		switch {
+		case err != nil:
+			return fmt.Errorf("postgres: complete: %w", err)
+		case res == completeDone:
+			return nil
+		case res == completeLost:
+			return fmt.Errorf("postgres: complete: %w", store.ErrLeaseLost)
+		}
+		// A batch did not match the row: the single-key statement decides.
 	}
 	tag, err := s.conn(ctx).Exec(ctx, s.sql.complete, key, string(token), response, interval(retention))
 	if err != nil {

@@ -30,6 +30,13 @@ type statements struct {
 	// concurrent Completes by one token: the second re-checks the row the
 	// first committed and keeps it. $1 key, $2 token, $3 response, $4 retention.
 	complete string
+	// claimMany inserts the new keys among many, in key order, and returns
+	// each inserted key and its expiry. $1 keys (no duplicates),
+	// $2 fingerprints, $3 tokens, $4 leases.
+	claimMany string
+	// completeMany is complete for many keys at once, returning each key it
+	// matched. $1 keys (no duplicates), $2 tokens, $3 responses, $4 retentions.
+	completeMany string
 	// release deletes a record in progress held by the token. $1 key, $2 token.
 	release string
 	// get returns a live row. $1 key.
@@ -61,6 +68,20 @@ RETURNING expires_at`),
 	response = CASE WHEN status = 1 THEN $3::bytea ELSE response END,
 	expires_at = CASE WHEN status = 1 THEN clock_timestamp() + $4::interval ELSE expires_at END
 WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp()`),
+
+		claimMany: r.Replace(`INSERT INTO {t} AS t (key, fingerprint, token, status, expires_at)
+SELECT v.key, v.fingerprint, v.token, 1, clock_timestamp() + v.lease
+FROM unnest($1::text[], $2::text[], $3::text[], $4::interval[]) AS v(key, fingerprint, token, lease)
+ORDER BY v.key COLLATE "C"
+ON CONFLICT (key) DO NOTHING
+RETURNING t.key, t.expires_at`),
+
+		completeMany: r.Replace(`UPDATE {t} AS t SET status = 2,
+	response = CASE WHEN t.status = 1 THEN v.response ELSE t.response END,
+	expires_at = CASE WHEN t.status = 1 THEN clock_timestamp() + v.retention ELSE t.expires_at END
+FROM unnest($1::text[], $2::text[], $3::bytea[], $4::interval[]) AS v(key, token, response, retention)
+WHERE t.key = v.key AND t.token = v.token AND t.expires_at > clock_timestamp()
+RETURNING t.key`),
 
 		release: r.Replace(`DELETE FROM {t} WHERE key = $1 AND token = $2 AND status = 1`),
 
