@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,6 +36,9 @@ var bench struct {
 // connections. With IDEMKIT_BENCH_SYNC_COMMIT=off its sessions commit
 // without waiting for the WAL flush, which takes the disk out of the
 // figures and leaves the cost of the statements and of the Go code.
+// IDEMKIT_BENCH_COALESCE=off (or on) sets WithCoalescing, for the figures
+// without (or with) it; IDEMKIT_BENCH_SLOTS and IDEMKIT_BENCH_MAX_BATCH set
+// the batches in flight and the calls per batch, to choose the defaults.
 func benchStore(b *testing.B) *Store {
 	b.Helper()
 	url := testenv.PostgresURL(b)
@@ -55,7 +59,19 @@ func benchStore(b *testing.B) *Store {
 			return
 		}
 		cleanups = append(cleanups, pool.Close) // runs after the DROP below
-		s, err := New(pool, WithTable(uniqueName("idemkit_pg_bench_")))
+		opts := []Option{WithTable(uniqueName("idemkit_pg_bench_"))}
+		if v := os.Getenv("IDEMKIT_BENCH_COALESCE"); v != "" {
+			opts = append(opts, WithCoalescing(v != "off"))
+		}
+		for env, set := range map[string]func(*options, int){
+			"IDEMKIT_BENCH_SLOTS":     func(o *options, n int) { o.slots = n },
+			"IDEMKIT_BENCH_MAX_BATCH": func(o *options, n int) { o.maxBatch = n },
+		} {
+			if n, err := strconv.Atoi(os.Getenv(env)); err == nil {
+				opts = append(opts, func(o *options) { set(o, n) })
+			}
+		}
+		s, err := New(pool, opts...)
 		if err == nil {
 			err = s.Migrate(ctx)
 		}
@@ -110,7 +126,20 @@ func runWorkers(b *testing.B, workers int, op func(i int) error) {
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "ops/s")
 }
 
-var benchWorkers = []int{1, 16}
+// benchWorkers are the numbers of concurrent callers the benchmarks run
+// with; IDEMKIT_BENCH_WORKERS (a comma-separated list) sets others.
+var benchWorkers = func() []int {
+	var ws []int
+	for _, f := range strings.Split(os.Getenv("IDEMKIT_BENCH_WORKERS"), ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 0 {
+			ws = append(ws, n)
+		}
+	}
+	if len(ws) == 0 {
+		return []int{1, 16}
+	}
+	return ws
+}()
 
 // BenchmarkPostgres measures the Store; BenchmarkRaw runs the very same
 // statements with pgx directly on the same pool and table, for comparison.
@@ -254,49 +283,73 @@ RETURNING t.fingerprint, t.token, t.status, t.response, t.expires_at`
 	}
 }
 
-// runPaired runs b.N operations over exactly workers goroutines, alternating
-// the Store's operation and the raw one, so both meet the same server load
-// (on a shared machine the load drifts more between two benchmark runs than
-// the Store costs). It reports each one's mean latency and the Store's
-// throughput relative to raw (raw mean latency / Store mean latency).
+// pairedPhase is how many operations each worker runs in one phase of
+// runPaired.
+const pairedPhase = 16
+
+// runPaired runs b.N operations over exactly workers goroutines in phases
+// that alternate between the Store's operation and the raw one: in each
+// phase every worker runs pairedPhase operations of one side, then all
+// wait for each other, so both sides meet the same drift of server load (on
+// a shared machine the load drifts more between two benchmark runs than the
+// Store costs) without competing with each other inside a phase; the
+// phases run store, raw, raw, store, … so that a steady drift favours
+// neither side. Mixing
+// the two in one phase would measure how the server's CPU is shared between
+// their connections rather than the work: a Store that coalesces sends its
+// callers' work in fewer, larger statements on fewer connections, which
+// then get fewer of the server's turns than the raw side's many. It
+// reports each side's wall time per operation (with workers callers; at
+// one worker, the mean latency) and the Store's throughput relative to raw
+// (raw time per operation / Store time per operation).
 func runPaired(b *testing.B, workers int, storeOp, rawOp func(i int) error) {
 	b.Helper()
-	var next, storeNs, rawNs, storeN, rawN atomic.Int64
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= b.N {
-					return
-				}
-				op, ns, n := storeOp, &storeNs, &storeN
-				if i%2 == 1 {
-					op, ns, n = rawOp, &rawNs, &rawN
-				}
-				began := time.Now()
-				if err := op(i); err != nil {
-					b.Error(err)
-					return
-				}
-				ns.Add(int64(time.Since(began)))
-				n.Add(1)
-			}
-		}()
+	var side [2]struct {
+		elapsed time.Duration
+		n       int
 	}
-	wg.Wait()
+	ops := [2]func(i int) error{storeOp, rawOp}
+	b.ResetTimer()
+	for done, phase := 0, 0; done < b.N; phase++ {
+		k := [4]int{0, 1, 1, 0}[phase%4] // store, raw, raw, store: a steady drift in load favours neither
+		n := min(b.N-done, workers*pairedPhase)
+		first := done
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		began := time.Now()
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					i := int(next.Add(1) - 1)
+					if i >= n {
+						return
+					}
+					if err := ops[k](first + i); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		side[k].elapsed += time.Since(began)
+		side[k].n += n
+		done += n
+		if b.Failed() {
+			return
+		}
+	}
 	b.StopTimer()
-	if storeN.Load() == 0 || rawN.Load() == 0 {
+	if side[0].n == 0 || side[1].n == 0 {
 		return
 	}
-	storeMean := float64(storeNs.Load()) / float64(storeN.Load())
-	rawMean := float64(rawNs.Load()) / float64(rawN.Load())
-	b.ReportMetric(storeMean/1e3, "store-µs/op")
-	b.ReportMetric(rawMean/1e3, "raw-µs/op")
-	b.ReportMetric(rawMean/storeMean, "store/raw")
+	storePer := float64(side[0].elapsed) / float64(side[0].n)
+	rawPer := float64(side[1].elapsed) / float64(side[1].n)
+	b.ReportMetric(storePer*float64(workers)/1e3, "store-µs/op")
+	b.ReportMetric(rawPer*float64(workers)/1e3, "raw-µs/op")
+	b.ReportMetric(rawPer/storePer, "store/raw")
 }
 
 // BenchmarkPaired interleaves the Store's operations with the same raw
@@ -307,11 +360,27 @@ func BenchmarkPaired(b *testing.B) {
 		b.Run(fmt.Sprintf("ClaimComplete/workers=%d", w), func(b *testing.B) {
 			s := benchStore(b)
 			prefix := newPrefix("pair")
+			b0, c0 := batchStats(s)
 			runPaired(b, w, storeClaimComplete(s, prefix+"s"), rawClaimComplete(s, prefix+"r"))
+			if b1, c1 := batchStats(s); b1 > b0 {
+				b.ReportMetric(float64(c1-c0)/float64(b1-b0), "calls/batch")
+				b.ReportMetric(float64(c1-c0)/float64(b.N), "batched/op")
+			}
 		})
 		b.Run(fmt.Sprintf("Replay/workers=%d", w), func(b *testing.B) {
 			s := benchStore(b)
 			runPaired(b, w, storeReplay(s), rawReplay(s))
 		})
 	}
+}
+
+// batchStats returns how many batches the Store's batchers ran and how many
+// calls they held, both kinds together.
+func batchStats(s *Store) (batches, calls int64) {
+	if s.batch == nil {
+		return 0, 0
+	}
+	b1, c1 := s.batch.claims.Stats()
+	b2, c2 := s.batch.completes.Stats()
+	return b1 + b2, c1 + c2
 }
