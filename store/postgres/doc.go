@@ -39,4 +39,16 @@
 // holds a key, never a read followed by a write. Complete and Release are one
 // token-checked statement each. pgx's statement cache prepares each
 // statement once per connection.
+//
+// # Coalescing
+//
+// On a *pgxpool.Pool (WithCoalescing), concurrent claims' INSERTs and
+// Completes' UPDATEs are sent together: while a statement of the kind is in
+// flight, further callers queue, and the queue goes to the server as one
+// multi-row statement over unnest() of arrays, in key order so two batches
+// never deadlock. A batch decides only the cases its single-key statement
+// would (a new key inserted, a live lease completed); every other caller,
+// and a second call of one key in the batch, goes on through the single-key
+// statements above. A caller alone runs those statements as it would
+// without coalescing. Calls in a transaction of InTx are never batched.
 package postgres

@@ -57,7 +57,7 @@ type Store struct {
 	table string // quoted, schema-qualified when a schema is set
 	sql   statements
 	stats *stats
-	owner *owner // whose InTx transactions this Store joins
+	owner *owner    // whose InTx transactions this Store joins
 	batch *batchers // nil when coalescing is off; never set on a Store bound to a transaction
 
 	// closePool, set when store.Open made the pool, closes it.
