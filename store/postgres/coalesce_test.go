@@ -117,7 +117,7 @@ VALUES ($1, $2, $3, $4, $5, clock_timestamp() + $6::interval)`, r.key, r.fp, str
 // have given.
 func TestCoalescedClaims(t *testing.T) {
 	pool := testPool(t)
-	s := newTestStore(t, pool)
+	s := newTestStore(t, pool, WithCoalescing(true))
 	ctx := context.Background()
 	other, own := store.NewToken(), store.NewToken()
 	batched := false
@@ -192,7 +192,7 @@ func TestCoalescedClaims(t *testing.T) {
 // Complete alone would have, and a completed response never changes.
 func TestCoalescedCompletes(t *testing.T) {
 	pool := testPool(t)
-	s := newTestStore(t, pool)
+	s := newTestStore(t, pool, WithCoalescing(true))
 	ctx := context.Background()
 	batched := false
 	for attempt := 0; attempt < 20 && !batched; attempt++ {
@@ -267,7 +267,7 @@ func TestCoalescedCompletes(t *testing.T) {
 // in one batch, and ten more without a gate: exactly one of each acquires.
 func TestCoalescedOneKey(t *testing.T) {
 	pool := testPool(t)
-	s := newTestStore(t, pool)
+	s := newTestStore(t, pool, WithCoalescing(true))
 	ctx := context.Background()
 	batched := false
 	for attempt := 0; attempt < 20 && !batched; attempt++ {
@@ -312,7 +312,7 @@ func TestCoalescedOneKey(t *testing.T) {
 // acquires.
 func TestCoalescedCancelled(t *testing.T) {
 	pool := testPool(t)
-	s := newTestStore(t, pool)
+	s := newTestStore(t, pool, WithCoalescing(true))
 	ctx := context.Background()
 	bl := newBlocker("blocker")
 	gateClaims(s, bl)
@@ -354,7 +354,7 @@ func TestCoalescedCancelled(t *testing.T) {
 // outcome, and none of the batch's keys is claimed.
 func TestCoalescedBatchKilled(t *testing.T) {
 	pool := testPool(t)
-	s := newTestStore(t, pool)
+	s := newTestStore(t, pool, WithCoalescing(true))
 	ctx := context.Background()
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
@@ -471,7 +471,7 @@ func TestConformanceCoalescing(t *testing.T) {
 	var stores []*Store
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T) storetest.Subject {
-			s := newTestStore(t, pool, func(o *options) { o.slots = 1 })
+			s := newTestStore(t, pool, WithCoalescing(true), func(o *options) { o.slots = 1 })
 			mu.Lock()
 			stores = append(stores, s)
 			mu.Unlock()
@@ -487,10 +487,10 @@ func TestConformanceCoalescing(t *testing.T) {
 }
 
 // TestTxNotCoalesced: calls inside InTx run in the transaction, never in a
-// batch, and a Store on a single connection does not coalesce by default.
+// batch, and a Store does not coalesce by default.
 func TestTxNotCoalesced(t *testing.T) {
 	pool := testPool(t)
-	s := newTestStore(t, pool)
+	s := newTestStore(t, pool, WithCoalescing(true))
 	require.NotNil(t, s.batch)
 	ctx := context.Background()
 	err := s.InTx(ctx, func(ctx context.Context, bound store.Store) error {
@@ -505,7 +505,7 @@ func TestTxNotCoalesced(t *testing.T) {
 	one, err := New(conn)
 	require.NoError(t, err)
 	require.Nil(t, one.batch)
-	off, err := New(pool, WithCoalescing(false))
+	off, err := New(pool, WithCoalescing(true), WithCoalescing(false))
 	require.NoError(t, err)
 	require.Nil(t, off.batch)
 }

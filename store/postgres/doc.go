@@ -42,7 +42,7 @@
 //
 // # Coalescing
 //
-// On a *pgxpool.Pool (WithCoalescing), concurrent claims' INSERTs and
+// With WithCoalescing (off by default), concurrent claims' INSERTs and
 // Completes' UPDATEs are sent together: while a statement of the kind is in
 // flight, further callers queue, and the queue goes to the server as one
 // multi-row statement over unnest() of arrays, in key order so two batches
