@@ -7,7 +7,8 @@
 //	store                      the standard library only
 //	keyer                      the standard library only
 //	storetest                  store and the standard library
-//	store/<backend>            store, its own driver, the standard library; never another backend
+//	store/<backend>            store, internal/coalesce, its own driver, the standard library; never another backend
+//	internal/coalesce          the standard library only (support code for backends)
 //	idem (the engine)          store, keyer
 //	httpidem                   idem, store, keyer
 //	dedup                      idem, store, keyer
@@ -18,8 +19,8 @@
 //	examples/..., cmd/...      imported by nothing
 //
 // A library package (everything but examples, cmd and internal) imports no
-// internal package outside its tests, and no third-party module other than
-// its backend's driver.
+// internal package outside its tests but the backends' support code, and no
+// third-party module other than its backend's driver.
 package layering
 
 import (
@@ -71,7 +72,11 @@ var contribMay = []string{"idem", "store", "keyer", "purge", "httpidem", "dedup"
 
 // libraryInternal lists the internal packages that are not test helpers:
 // support code for cmd and examples, which may import them.
-var libraryInternal = []string{"internal/loadtest"}
+var libraryInternal = []string{"internal/loadtest", backendSupport}
+
+// backendSupport is the internal package backends may import: the batcher
+// that groups their concurrent calls. It imports the standard library only.
+const backendSupport = "internal/coalesce"
 
 // rel returns path relative to the module, and whether it is in the module.
 func rel(path string) (string, bool) {
@@ -129,6 +134,14 @@ func Check(pkgs []Package) []string {
 				}
 			}
 		}
+		if from == backendSupport {
+			for _, imp := range p.Imports {
+				if !isStd(imp) {
+					fail(imp, backendSupport+" imports the standard library only")
+				}
+			}
+			continue
+		}
 		if isApp(from) || strings.HasPrefix(from, "internal/") {
 			for _, imp := range p.Imports {
 				if r, ok := rel(imp); ok && isTestHelper(r) && !isTestHelper(from) {
@@ -155,8 +168,9 @@ func Check(pkgs []Package) []string {
 				if !isBackend(from) || !slices.ContainsFunc(drivers[from], func(d string) bool { return imp == d || strings.HasPrefix(imp, d+"/") }) {
 					fail(imp, "a library package imports no third-party module but its backend's driver")
 				}
+			case r == backendSupport && isBackend(from):
 			case strings.HasPrefix(r, "internal/"):
-				fail(imp, "a library package imports no internal package outside its tests")
+				fail(imp, "a library package imports no internal package outside its tests but "+backendSupport+" (backends only)")
 			case isBackend(from):
 				if r != "store" {
 					fail(imp, "a backend imports only store of this module")

@@ -67,6 +67,9 @@ func TestCheckFindsViolations(t *testing.T) {
 		{ImportPath: m("contrib/otelidem/example"), Imports: []string{m("store/sqlite"), m("httpidem")}}, // good: an app
 		{ImportPath: m("contrib/ginidem"), Imports: []string{m("store/sqlite")}},
 		{ImportPath: m("purge"), Imports: []string{m("httpidem")}},
+		{ImportPath: m("store/postgres"), Imports: []string{m("internal/coalesce")}}, // good: backend support
+		{ImportPath: m("httpidem"), Imports: []string{m("internal/coalesce")}},
+		{ImportPath: m("internal/coalesce"), Imports: []string{m("store")}},
 	}
 	got := Check(pkgs)
 	want := []string{
@@ -75,6 +78,8 @@ func TestCheckFindsViolations(t *testing.T) {
 		"purge imports " + m("httpidem"),
 		"dedup imports " + m("httpidem"),
 		"httpidem imports " + m("examples/payments"),
+		"httpidem imports " + m("internal/coalesce"),
+		"internal/coalesce imports " + m("store"),
 		"keyer imports github.com/stretchr/testify/assert",
 		"newpkg imports " + m("store") + ": package newpkg is not in DESIGN.md's layout table",
 		"store imports " + m("store/memory"),
