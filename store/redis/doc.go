@@ -38,6 +38,9 @@
 //     for the Store's user must allow the staging keys (they start with the
 //     prefix) and RENAME.
 //   - Get is one GET.
+//   - With WithCoalescing(true), the claims' SET ... NX GET and the small
+//     completions' scripts that callers make at the same time share one
+//     pipeline; each is still checked and answered on its own.
 //
 // # Time
 //

@@ -51,3 +51,12 @@ var CommitScript = commitScript
 
 // StageTTL is the expiry of a staging key.
 const StageTTL = stageTTL
+
+// CoalesceStats reports how many batches of two or more calls s has sent
+// and how many calls they held (0, 0 without coalescing).
+func CoalesceStats(s *Store) (batches, calls int64) {
+	if s.batch == nil {
+		return 0, 0
+	}
+	return s.batch.Stats()
+}

@@ -12,6 +12,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/idemkit/idemkit/internal/coalesce"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -53,6 +54,8 @@ type Store struct {
 	stageOnce sync.Once
 	stageID   string // random, part of every staging key
 	stageSeq  atomic.Uint64
+
+	batch *coalesce.Batcher[op, opResult] // WithCoalescing(true) without WithReplicas
 }
 
 // Option configures a Store.
@@ -67,6 +70,7 @@ type options struct {
 
 	checkPersist bool
 	wait         waitOptions
+	coalesce     bool
 }
 
 // WithPrefix sets the prefix put before every key (default DefaultPrefix).
@@ -132,8 +136,12 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 	if err := errors.Join(o.errs...); err != nil {
 		return nil, fmt.Errorf("redis: new: %w: %w", store.ErrInvalid, err)
 	}
-	return &Store{client: client, prefix: o.prefix, now: o.now, log: o.log, checkPolicy: o.checkPolicy,
-		checkPersist: o.checkPersist, wait: o.wait, watched: watchedComplete}, nil
+	s := &Store{client: client, prefix: o.prefix, now: o.now, log: o.log, checkPolicy: o.checkPolicy,
+		checkPersist: o.checkPersist, wait: o.wait, watched: watchedComplete}
+	if o.coalesce && o.wait.n == 0 {
+		s.batch = s.newBatcher()
+	}
+	return s, nil
 }
 
 // Close closes the client when the Store owns it (it was opened with
@@ -179,7 +187,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 	haveCur := false
 	for range maxAttempts {
 		if !haveCur {
-			v, set, err := s.setNX(ctx, rk, val, ms)
+			v, set, err := s.claimCmd(ctx, rk, val, ms)
 			if err != nil {
 				return store.Claim{}, s.fail(ctx, "claim", err)
 			}
@@ -226,6 +234,15 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 		return store.Claim{}, s.fail(ctx, "claim: renew", err)
 	}
 	return store.Claim{}, fmt.Errorf("redis: claim: key %q changed %d times while claiming it", key, maxAttempts)
+}
+
+// claimCmd is setNX, coalesced with other callers' commands when it can be.
+func (s *Store) claimCmd(ctx context.Context, rk, val string, ms int64) (cur string, set bool, err error) {
+	if !s.coalescing() || s.noSetGet.Load() {
+		return s.setNX(ctx, rk, val, ms)
+	}
+	r, err := s.batch.Do(ctx, op{kind: opClaim, rk: rk, val: val, ms: ms})
+	return r.cur, r.set, err
 }
 
 // setNX writes val under rk when rk is absent (set is true) and otherwise
@@ -294,6 +311,10 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 		if !staged {
 			n, err = s.completeWatched(ctx, rk, token, response, at, ms)
 		}
+	} else if s.coalescing() {
+		var r opResult
+		r, err = s.batch.Do(ctx, op{kind: opComplete, rk: rk, token: token, at: at, response: response, ms: ms})
+		n = r.n
 	} else {
 		n, err = s.run(ctx, completeScript, rk, string(token), encodeTime(at), response, ms).Int64()
 	}
