@@ -215,15 +215,26 @@ func BenchmarkRaw(b *testing.B) {
 type benchOps func(b *testing.B, c *goredis.Client, prefix string) (storeOp, rawOp func(i int) error)
 
 var benchCases = []struct {
-	name string
-	ops  benchOps
+	name   string
+	ops    benchOps
+	phased bool // store and raw alternate in blocks (runPhased), not op by op
 }{
 	{"ClaimComplete", func(b *testing.B, c *goredis.Client, prefix string) (func(int) error, func(int) error) {
 		return claimCompleteOps(b, c, prefix, benchResponse, false)
-	}},
+	}, false},
+	// Coalesced and Uncoalesced are ClaimComplete with coalescing on and
+	// off (the default) against the same raw floor (one command per operation, from as
+	// many goroutines, on the same client and pool), measured in blocks:
+	// see runPhased for why.
+	{"Coalesced", func(b *testing.B, c *goredis.Client, prefix string) (func(int) error, func(int) error) {
+		return claimCompleteOps(b, c, prefix, benchResponse, false, WithCoalescing(true))
+	}, true},
+	{"Uncoalesced", func(b *testing.B, c *goredis.Client, prefix string) (func(int) error, func(int) error) {
+		return claimCompleteOps(b, c, prefix, benchResponse, false, WithCoalescing(false))
+	}, true},
 	{"Replay", func(b *testing.B, c *goredis.Client, prefix string) (func(int) error, func(int) error) {
 		return replayOps(b, c, prefix, benchResponse)
-	}},
+	}, false},
 	{"Contended", func(b *testing.B, c *goredis.Client, prefix string) (func(int) error, func(int) error) {
 		// Every worker claims one key that another token holds, as a herd
 		// of duplicates of a request in flight does.
@@ -254,15 +265,15 @@ var benchCases = []struct {
 				}
 				return nil
 			}
-	}},
+	}, false},
 	{"Cycle1MiB", func(b *testing.B, c *goredis.Client, prefix string) (func(int) error, func(int) error) {
 		storeOp, rawOp := claimCompleteOps(b, c, prefix, bigResponse, true)
 		return everyNth(storeOp), everyNth(rawOp)
-	}},
+	}, false},
 	{"Replay1MiB", func(b *testing.B, c *goredis.Client, prefix string) (func(int) error, func(int) error) {
 		storeOp, rawOp := replayOps(b, c, prefix, bigResponse)
 		return everyNth(storeOp), everyNth(rawOp)
-	}},
+	}, false},
 }
 
 // bigResponse is the 1 MiB response of the *1MiB cases.
@@ -294,9 +305,9 @@ func everyNth(op func(int) error) func(int) error {
 // plainSet a plain SET XX PX of the completed value, the least Redis can do
 // to store a response (no token check; the value is built for each
 // operation, with its header, as anything storing a record must).
-func claimCompleteOps(b *testing.B, c *goredis.Client, prefix string, resp []byte, plainSet bool) (func(int) error, func(int) error) {
+func claimCompleteOps(b *testing.B, c *goredis.Client, prefix string, resp []byte, plainSet bool, opts ...Option) (func(int) error, func(int) error) {
 	ctx := context.Background()
-	s := mustNew(b, c, WithPrefix(prefix), WithEvictionCheck(false), WithPersistenceCheck(false))
+	s := mustNew(b, c, append([]Option{WithPrefix(prefix), WithEvictionCheck(false), WithPersistenceCheck(false)}, opts...)...)
 	tok := store.NewToken()
 	storeKeys, rawKeys := runKeys(""), runKeys(prefix)
 	leaseMs, retentionMs := millis(benchLease), millis(benchRetention)
@@ -376,6 +387,10 @@ func BenchmarkPaired(b *testing.B) {
 		for _, w := range benchWorkers {
 			b.Run(fmt.Sprintf("%s/workers=%d", bc.name, w), func(b *testing.B) {
 				storeOp, rawOp := bc.ops(b, c, prefix)
+				if bc.phased {
+					runPhased(b, w, storeOp, rawOp)
+					return
+				}
 				var (
 					next               atomic.Int64
 					wg                 sync.WaitGroup
@@ -438,4 +453,76 @@ func BenchmarkPaired(b *testing.B) {
 			})
 		}
 	}
+}
+
+// phaseOps is the number of operations of one side in one block of
+// runPhased.
+const phaseOps = 256
+
+// runPhased runs b.N store ops and b.N raw ops with w workers, in blocks of
+// phaseOps: all w workers do store ops until the block is done, then raw
+// ops, then store again (which side goes first alternating), and it
+// reports each side's throughput over its blocks' wall time and their
+// ratio. Unlike BenchmarkPaired's op-by-op alternation, the two never run
+// at the same moment: a store that sends concurrent operations together
+// frees the server and the client's CPU, and op by op the raw operations
+// running beside it would take that gain for themselves. Blocks of a few
+// milliseconds still put both sides under the same load from the rest of
+// the machine.
+func runPhased(b *testing.B, w int, storeOp, rawOp func(int) error) {
+	var (
+		storeTime, rawTime time.Duration
+		first              error
+		mu                 sync.Mutex
+	)
+	block := func(op func(int) error, lo, hi int) time.Duration {
+		var (
+			next atomic.Int64
+			wg   sync.WaitGroup
+		)
+		next.Store(int64(lo))
+		start := time.Now()
+		for range w {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					i := next.Add(1) - 1
+					if i >= int64(hi) {
+						return
+					}
+					if err := op(int(i)); err != nil {
+						mu.Lock()
+						if first == nil {
+							first = err
+						}
+						mu.Unlock()
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		return time.Since(start)
+	}
+	b.ResetTimer()
+	for k, lo := 0, 0; lo < b.N && first == nil; k, lo = k+1, lo+phaseOps {
+		hi := min(lo+phaseOps, b.N)
+		if k%2 == 0 {
+			storeTime += block(storeOp, lo, hi)
+			rawTime += block(rawOp, lo, hi)
+		} else {
+			rawTime += block(rawOp, lo, hi)
+			storeTime += block(storeOp, lo, hi)
+		}
+	}
+	b.StopTimer()
+	if first != nil {
+		b.Fatal(first)
+	}
+	storeRate := float64(b.N) / storeTime.Seconds()
+	rawRate := float64(b.N) / rawTime.Seconds()
+	b.ReportMetric(storeRate, "store-ops/s")
+	b.ReportMetric(rawRate, "raw-ops/s")
+	b.ReportMetric(storeRate/rawRate, "store/raw")
 }

@@ -65,6 +65,60 @@ func TestConformanceWatchedComplete(t *testing.T) {
 	})
 }
 
+// TestConformanceStagedComplete runs the suite with every Complete, small
+// responses too, taking the path large responses take first: the completed
+// value staged with a plain SET under a key in the record's slot, then
+// checked and renamed over the record by commitScript in the same pipeline.
+// Its fencing, retried-Complete and race rows prove that path, on
+// miniredis, the real Redis, the Cluster and a Ring.
+func TestConformanceStagedComplete(t *testing.T) {
+	t.Run("Miniredis", func(t *testing.T) {
+		storetest.Run(t, storetest.Harness{
+			New: func(t *testing.T) storetest.Subject {
+				mr, c := newMini(t)
+				clock := testredis.NewMiniClock(mr, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+				s := redis.MustNew(t, c, redis.WithPrefix(testPrefix(t, c)), redis.WithClock(clock.Now), redis.WithEvictionCheck(false))
+				return storetest.Subject{Store: redis.StageEveryComplete(s), Clock: clock}
+			},
+		})
+	})
+	t.Run("Redis", func(t *testing.T) {
+		c := realClient(t)
+		storetest.Run(t, storetest.Harness{
+			New: func(t *testing.T) storetest.Subject {
+				s := redis.MustNew(t, c, redis.WithPrefix(testPrefix(t, c)))
+				return storetest.Subject{Store: redis.StageEveryComplete(s)}
+			},
+			ShortLease: 200 * time.Millisecond,
+		})
+	})
+	t.Run("Cluster", func(t *testing.T) {
+		c := clusterClient(t)
+		storetest.Run(t, storetest.Harness{
+			New: func(t *testing.T) storetest.Subject {
+				s := redis.MustNew(t, c, redis.WithPrefix(testPrefix(t, c)))
+				return storetest.Subject{Store: redis.StageEveryComplete(s)}
+			},
+			ShortLease: 200 * time.Millisecond,
+		})
+	})
+	t.Run("Ring", func(t *testing.T) {
+		storetest.Run(t, storetest.Harness{
+			New: func(t *testing.T) storetest.Subject {
+				start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+				a, b := miniredis.RunT(t), miniredis.RunT(t)
+				ring := goredis.NewRing(&goredis.RingOptions{Addrs: map[string]string{"a": a.Addr(), "b": b.Addr()}})
+				t.Cleanup(func() { ring.Close() })
+				clock := ringClock{testredis.NewMiniClock(a, start), b}
+				b.SetTime(start)
+				s := redis.MustNew(t, ring, redis.WithPrefix("idemkit-test:"), redis.WithClock(clock.Now),
+					redis.WithLogger(slog.New(slog.DiscardHandler)))
+				return storetest.Subject{Store: redis.StageEveryComplete(s), Clock: clock}
+			},
+		})
+	})
+}
+
 // TestConformanceMiniredisWithoutSetGet runs the suite against a server that
 // rejects SET ... NX GET as Redis before 7.0 does (a hook answers "ERR syntax
 // error" in its place), so the store must detect it and claim with its Lua

@@ -4,7 +4,8 @@
 // It works with any go-redis/v9 redis.UniversalClient: a single node, a
 // Sentinel-managed failover client, a Redis Cluster or a Ring. Each record is
 // one Redis string under one key (prefix + key), and every operation touches
-// only that key, so every operation runs on one node and in one slot.
+// only that key (a large Complete also a staging key in the same hash slot),
+// so every operation runs on one node and in one slot.
 // Every command it sends is safe for go-redis to retry after a lost reply.
 //
 //	s, err := redis.New(client, redis.WithPrefix("payments:idem:"))
@@ -23,10 +24,23 @@
 //     that compare the token before writing, so a holder whose lease lapsed
 //     can never overwrite or delete the next holder's record. A response of
 //     64 KiB or more is kept out of Lua (a script copies every argument into
-//     a Lua string, 1.4 ms of server time per MiB): Complete then WATCHes and
-//     GETs the key, checks the token itself and SETs the completed record in
-//     MULTI/EXEC, which Redis aborts if the key changed in between.
+//     a Lua string, 1.4 ms of server time per MiB): in one pipeline Complete
+//     SETs the completed record under a staging key in the record's hash slot
+//     (prefix{prefix+key}:stage:…, or prefix+key:stage:… when the key has a
+//     hash tag; it expires after 10 s if nothing consumes it) and runs a
+//     script that checks the record, compares the staged header with the one
+//     it would write, and RENAMEs the staging key over the record, or deletes
+//     it. The fingerprint in that header is the one of the Store's own recent
+//     Claim; when the Store does not know it, or knew it wrong, or the key's
+//     braces leave no staging key in its slot, Complete WATCHes and GETs the
+//     key, checks the token itself and SETs the completed record in
+//     MULTI/EXEC, which Redis aborts if the key changed in between. An ACL
+//     for the Store's user must allow the staging keys (they start with the
+//     prefix) and RENAME.
 //   - Get is one GET.
+//   - With WithCoalescing(true), the claims' SET ... NX GET and the small
+//     completions' scripts that callers make at the same time share one
+//     pipeline; each is still checked and answered on its own.
 //
 // # Time
 //

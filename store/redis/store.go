@@ -12,6 +12,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/idemkit/idemkit/internal/coalesce"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -37,7 +38,8 @@ type Store struct {
 	log    *slog.Logger
 
 	checkPolicy bool
-	watched     int          // response size from which Complete uses completeWatched
+	watched     int          // response size from which Complete keeps the response out of Lua
+	noStage     bool         // large responses go straight to completeWatched (tests)
 	policyState atomic.Int32 // 0 not checked, 1 checking, 2 done
 	noSetGet    atomic.Bool  // the server rejected SET ... NX GET
 
@@ -47,6 +49,13 @@ type Store struct {
 	checkPersist bool
 	persistState atomic.Int32 // as policyState, for CheckPersistence
 	wait         waitOptions  // WithReplicas
+
+	fps       atomic.Pointer[fpCache] // fingerprints of recent claims, from the first large Complete
+	stageOnce sync.Once
+	stageID   string // random, part of every staging key
+	stageSeq  atomic.Uint64
+
+	batch *coalesce.Batcher[op, opResult] // WithCoalescing(true) without WithReplicas
 }
 
 // Option configures a Store.
@@ -61,6 +70,7 @@ type options struct {
 
 	checkPersist bool
 	wait         waitOptions
+	coalesce     bool
 }
 
 // WithPrefix sets the prefix put before every key (default DefaultPrefix).
@@ -126,8 +136,12 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 	if err := errors.Join(o.errs...); err != nil {
 		return nil, fmt.Errorf("redis: new: %w: %w", store.ErrInvalid, err)
 	}
-	return &Store{client: client, prefix: o.prefix, now: o.now, log: o.log, checkPolicy: o.checkPolicy,
-		checkPersist: o.checkPersist, wait: o.wait, watched: watchedComplete}, nil
+	s := &Store{client: client, prefix: o.prefix, now: o.now, log: o.log, checkPolicy: o.checkPolicy,
+		checkPersist: o.checkPersist, wait: o.wait, watched: watchedComplete}
+	if o.coalesce && o.wait.n == 0 {
+		s.batch = s.newBatcher()
+	}
+	return s, nil
 }
 
 // Close closes the client when the Store owns it (it was opened with
@@ -173,11 +187,12 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 	haveCur := false
 	for range maxAttempts {
 		if !haveCur {
-			v, set, err := s.setNX(ctx, rk, val, ms)
+			v, set, err := s.claimCmd(ctx, rk, val, ms)
 			if err != nil {
 				return store.Claim{}, s.fail(ctx, "claim", err)
 			}
 			if set {
+				s.remember(rk, token, fingerprint)
 				return mine, nil
 			}
 			cur = v
@@ -200,6 +215,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 		switch v := res.(type) {
 		case int64:
 			if err == nil && v == 1 {
+				s.remember(rk, token, fingerprint)
 				return mine, nil
 			}
 		case string:
@@ -218,6 +234,15 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 		return store.Claim{}, s.fail(ctx, "claim: renew", err)
 	}
 	return store.Claim{}, fmt.Errorf("redis: claim: key %q changed %d times while claiming it", key, maxAttempts)
+}
+
+// claimCmd is setNX, coalesced with other callers' commands when it can be.
+func (s *Store) claimCmd(ctx context.Context, rk, val string, ms int64) (cur string, set bool, err error) {
+	if !s.coalescing() || s.noSetGet.Load() {
+		return s.setNX(ctx, rk, val, ms)
+	}
+	r, err := s.batch.Do(ctx, op{kind: opClaim, rk: rk, val: val, ms: ms})
+	return r.cur, r.set, err
 }
 
 // setNX writes val under rk when rk is absent (set is true) and otherwise
@@ -253,9 +278,11 @@ func (s *Store) setNX(ctx context.Context, rk, val string, ms int64) (cur string
 }
 
 // Complete implements store.Store with one script run that checks the token
-// and writes the completed record with its retention (PX). A retried
-// Complete by the token that completed the key returns nil and leaves the
-// first response and retention as they are.
+// and writes the completed record with its retention (PX); from 64 KiB the
+// response is staged in the same round trip instead of passed to the script
+// (see the package documentation). A retried Complete by the token that
+// completed the key returns nil and leaves the first response and retention
+// as they are.
 func (s *Store) Complete(ctx context.Context, key string, token store.Token, response []byte, retention time.Duration) error {
 	if err := store.CheckComplete(key, token, retention); err != nil {
 		return fmt.Errorf("redis: complete: %w", err)
@@ -268,20 +295,33 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 	if response == nil {
 		response = []byte{}
 	}
+	rk := s.prefix + key
 	var (
 		n   int64
 		err error
 	)
 	if len(response) >= s.watched && !s.waiting() {
 		// Large, and no WithReplicas to wait for (WAIT follows the script,
-		// see run): keep the response out of Lua.
-		n, err = s.completeWatched(ctx, s.prefix+key, token, response, at, ms)
+		// see run): keep the response out of Lua, in one round trip when
+		// the staging works out, else in two.
+		staged := false
+		if !s.noStage {
+			n, staged, err = s.completeStaged(ctx, rk, token, response, at, ms)
+		}
+		if !staged {
+			n, err = s.completeWatched(ctx, rk, token, response, at, ms)
+		}
+	} else if s.coalescing() {
+		var r opResult
+		r, err = s.batch.Do(ctx, op{kind: opComplete, rk: rk, token: token, at: at, response: response, ms: ms})
+		n = r.n
 	} else {
-		n, err = s.run(ctx, completeScript, s.prefix+key, string(token), encodeTime(at), response, ms).Int64()
+		n, err = s.run(ctx, completeScript, rk, string(token), encodeTime(at), response, ms).Int64()
 	}
 	if err != nil {
 		return s.fail(ctx, "complete", err)
 	}
+	s.forget(rk, token)
 	switch n {
 	case 1:
 		return nil
@@ -291,13 +331,15 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 	return fmt.Errorf("redis: complete: key %q: %w", key, errCorrupt)
 }
 
-// watchedComplete is the response size from which Complete checks and
-// writes with WATCH … MULTI/EXEC instead of the completion script. Any
-// argument a script receives is copied into a Lua string, which for a
-// 1 MiB response costs the server about 1.4 ms (INFO commandstats, Redis
-// 7.0); a plain SET of a large argument takes the request's own buffer and
-// costs microseconds. Above this size that saving outweighs the second
-// round trip.
+// watchedComplete is the response size from which Complete keeps the
+// response out of Lua: it stages the completed value (completeStaged) or,
+// when it cannot, checks and writes with WATCH … MULTI/EXEC
+// (completeWatched), instead of the completion script. Any argument a
+// script receives is copied into a Lua string, which for a 1 MiB response
+// costs the server about 1.4 ms (INFO commandstats, Redis 7.0); a plain SET
+// of a large argument takes the request's own buffer and costs
+// microseconds. Above this size that saving outweighs the staging key's
+// extra command (or the fallback's second round trip).
 const watchedComplete = 64 << 10
 
 // completeWatched does what completeScript does, with the same results (1
@@ -375,6 +417,21 @@ func (s *Store) completeWatched(ctx context.Context, rk string, token store.Toke
 	return 0, fmt.Errorf("the key changed %d times while completing it", maxAttempts)
 }
 
+// remember notes, once a large Complete has made the Store keep them, the
+// fingerprint of a claim token acquired, for completeStaged.
+func (s *Store) remember(rk string, token store.Token, fp string) {
+	if c := s.fps.Load(); c != nil {
+		c.put(rk, token, fp)
+	}
+}
+
+// forget drops what remember noted of token's claim of rk.
+func (s *Store) forget(rk string, token store.Token) {
+	if c := s.fps.Load(); c != nil {
+		c.drop(rk, token)
+	}
+}
+
 // Release implements store.Store with one script run that deletes the key
 // only when it holds token's record in progress.
 func (s *Store) Release(ctx context.Context, key string, token store.Token) error {
@@ -384,9 +441,11 @@ func (s *Store) Release(ctx context.Context, key string, token store.Token) erro
 	if err := s.begin(ctx); err != nil {
 		return fmt.Errorf("redis: release: %w", err)
 	}
-	if err := releaseScript.Run(ctx, s.client, []string{s.prefix + key}, string(token)).Err(); err != nil {
+	rk := s.prefix + key
+	if err := releaseScript.Run(ctx, s.client, []string{rk}, string(token)).Err(); err != nil {
 		return s.fail(ctx, "release", err)
 	}
+	s.forget(rk, token)
 	return nil
 }
 
