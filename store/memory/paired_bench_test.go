@@ -191,8 +191,12 @@ func runPaired(b *testing.B, workers int, storeOp, rawOp func(w, i int) error) {
 // rawShards is the floor the Store is measured against: 256 maps behind a
 // mutex each, FNV-1a to pick one, the same record fields, the response
 // copied in on complete and out (after the unlock) on every claim, and
-// expiry by the real clock. No validation, no errors, no contract beyond
-// "a live record is kept".
+// expiry by the real clock, read once per operation before the lock as the
+// Store reads it. It makes the decisions the contract asks of any store and
+// no more: a claim renews its own token's lease and tells a live record of
+// another fingerprint from one it would replay (the caller reads which from
+// the returned fields), and a complete keeps the first response. No
+// validation, no errors, no time.Time values.
 type rawShards struct {
 	shards [256]struct {
 		mu sync.Mutex
@@ -225,14 +229,15 @@ func (r *rawShards) shard(key string) int {
 	return int(h & 255)
 }
 
-// claim takes key for token if it is absent (or expired) and reports true;
+// claim takes key for token if it is absent (or expired), or renews the
+// lease when token holds it for the same fingerprint, and reports true;
 // otherwise it returns a copy of the live record.
 func (r *rawShards) claim(key, fp, token string, lease time.Duration) (rawEntry, bool) {
+	now := time.Now().UnixNano()
 	sh := &r.shards[r.shard(key)]
 	sh.mu.Lock()
-	now := time.Now().UnixNano()
 	e, ok := sh.m[key]
-	if !ok || e.expiresAt <= now {
+	if !ok || e.expiresAt <= now || !e.completed && e.token == token && e.fingerprint == fp {
 		e = rawEntry{fingerprint: fp, token: token, expiresAt: now + int64(lease)}
 		sh.m[key] = e
 		sh.mu.Unlock()
@@ -243,17 +248,22 @@ func (r *rawShards) claim(key, fp, token string, lease time.Duration) (rawEntry,
 	return e, false
 }
 
+// complete stores resp for token's claim and reports true; a second
+// complete by the same token keeps the first response.
 func (r *rawShards) complete(key, token string, resp []byte, retention time.Duration) bool {
 	resp = bytes.Clone(resp)
+	now := time.Now().UnixNano()
 	sh := &r.shards[r.shard(key)]
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	now := time.Now().UnixNano()
 	e, ok := sh.m[key]
 	if !ok || e.expiresAt <= now || e.token != token {
+		sh.mu.Unlock()
 		return false
 	}
-	e.completed, e.response, e.expiresAt = true, resp, now+int64(retention)
-	sh.m[key] = e
+	if !e.completed {
+		e.completed, e.response, e.expiresAt = true, resp, now+int64(retention)
+		sh.m[key] = e
+	}
+	sh.mu.Unlock()
 	return true
 }
