@@ -1,0 +1,100 @@
+package memory
+
+import (
+	"time"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// The checks below answer, in one pass over the arguments, whether they are
+// certainly valid by the rules of store.CheckClaim, CheckComplete,
+// CheckRelease and CheckKey: the lengths those allow, and every byte plain
+// ASCII (neither NUL nor 0x80 or above), which makes a string valid UTF-8
+// without NUL. They accept a subset of what the store package accepts and
+// never more; an argument they do not accept (empty, too long, non-ASCII,
+// a bad duration) goes to the store package's check, which stays the one
+// authority: it accepts valid UTF-8 beyond ASCII and words every error.
+// The Store calls them instead of the store package's checks on the hot
+// path because those cost more than the rest of a replay (their loop checks
+// the bounds of every byte it reads).
+
+// claimOK reports whether store.CheckClaim certainly accepts these arguments.
+func claimOK(key, fingerprint string, token store.Token, lease time.Duration) bool {
+	return lease > 0 && keyTokenOK(key, token) && len(fingerprint) <= store.MaxFingerprintLen &&
+		(badBytes(key)|badBytes(fingerprint)|badBytes(string(token)))&hiBits == 0
+}
+
+// completeOK reports whether store.CheckComplete certainly accepts these arguments.
+func completeOK(key string, token store.Token, retention time.Duration) bool {
+	return retention > 0 && releaseOK(key, token)
+}
+
+// releaseOK reports whether store.CheckRelease certainly accepts these arguments.
+func releaseOK(key string, token store.Token) bool {
+	return keyTokenOK(key, token) && (badBytes(key)|badBytes(string(token)))&hiBits == 0
+}
+
+// keyOK reports whether store.CheckKey certainly accepts key.
+func keyOK(key string) bool {
+	return uint(len(key))-1 < store.MaxKeyLen && badBytes(key)&hiBits == 0
+}
+
+// keyTokenOK checks the lengths of a key and a token: neither empty, neither
+// longer than the store package allows.
+func keyTokenOK(key string, token store.Token) bool {
+	// uint(n)-1 < max is 0 < n <= max in one comparison.
+	return uint(len(key))-1 < store.MaxKeyLen && uint(len(token))-1 < store.MaxTokenLen
+}
+
+const (
+	loBits = 0x0101010101010101
+	hiBits = 0x8080808080808080
+)
+
+// badBytes returns a word in which some bit of hiBits is set if and only if
+// s holds a NUL byte or a byte of 0x80 or above. It reads s eight bytes at
+// a time; a string shorter than eight bytes is read as two overlapping
+// halves, and the last word of a longer one overlaps the word before it, so
+// every byte is tested and no loop runs byte by byte.
+func badBytes(s string) uint64 {
+	n := len(s)
+	switch {
+	case n >= 8:
+		acc := bad8(word8(s[n-8:]))
+		for ; len(s) > 8; s = s[8:] {
+			acc |= bad8(word8(s[:8]))
+		}
+		return acc
+	case n >= 4:
+		return bad8(word4(s[:4]) | word4(s[n-4:])<<32)
+	case n >= 2:
+		// The top four bytes are padding that is neither NUL nor high.
+		return bad8(word2(s[:2]) | word2(s[n-2:])<<16 | loBits&^0xffffffff)
+	case n == 1:
+		return bad8(uint64(s[0]) | loBits&^0xff)
+	}
+	return 0
+}
+
+// bad8 sets the top bit of the word's bytes when one of them is 0x80 or
+// above (its own top bit) or when one of them is zero ((v-lo)&^v sets the
+// top bit of the lowest zero byte). A borrow in v-lo starts only at a zero
+// byte, so a word of plain ASCII without NUL yields no top bit at all, and
+// any other word yields one.
+func bad8(v uint64) uint64 { return v | (v-loBits)&^v }
+
+func word8(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+func word4(s string) uint64 {
+	_ = s[3]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24
+}
+
+func word2(s string) uint64 {
+	_ = s[1]
+	return uint64(s[0]) | uint64(s[1])<<8
+}
