@@ -158,14 +158,14 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 		e = entry{fingerprint: fingerprint, token: token, expiresAt: addNanos(now, lease), status: store.StatusInProgress}
 		sh.m[key] = e
 		c.Outcome = store.Acquired
-	case e.status == store.StatusInProgress && e.token == token && e.fingerprint == fingerprint:
-		e.expiresAt = addNanos(now, lease)
-		sh.m[key] = e
-		c.Outcome = store.Acquired
-	case e.fingerprint != fingerprint:
+	case e.fingerprint != fingerprint: // checked before in progress
 		c.Outcome = store.Mismatch
 	case e.status == store.StatusCompleted:
 		c.Outcome = store.Completed
+	case e.token == token: // in progress by this token: renew the lease
+		e.expiresAt = addNanos(now, lease)
+		sh.m[key] = e
+		c.Outcome = store.Acquired
 	default:
 		c.Outcome = store.InProgress
 	}
