@@ -18,25 +18,35 @@ import (
 // path because those cost more than the rest of a replay (their loop checks
 // the bounds of every byte it reads).
 
-// claimOK reports whether store.CheckClaim certainly accepts these arguments.
-func claimOK(key, fingerprint string, token store.Token, lease time.Duration) bool {
-	return lease > 0 && keyTokenOK(key, token) && len(fingerprint) <= store.MaxFingerprintLen &&
-		(badBytes(key)|badBytes(fingerprint)|badBytes(string(token)))&hiBits == 0
+// claimOK returns the key's hash (see scan) and whether store.CheckClaim
+// certainly accepts these arguments.
+func claimOK(key, fingerprint string, token store.Token, lease time.Duration) (uint64, bool) {
+	h, bad := scan(key)
+	_, badFP := scan(fingerprint)
+	_, badTok := scan(string(token))
+	return h, lease > 0 && keyTokenOK(key, token) && len(fingerprint) <= store.MaxFingerprintLen &&
+		(bad|badFP|badTok)&hiBits == 0
 }
 
-// completeOK reports whether store.CheckComplete certainly accepts these arguments.
-func completeOK(key string, token store.Token, retention time.Duration) bool {
-	return retention > 0 && releaseOK(key, token)
+// completeOK returns the key's hash and whether store.CheckComplete
+// certainly accepts these arguments.
+func completeOK(key string, token store.Token, retention time.Duration) (uint64, bool) {
+	h, ok := releaseOK(key, token)
+	return h, ok && retention > 0
 }
 
-// releaseOK reports whether store.CheckRelease certainly accepts these arguments.
-func releaseOK(key string, token store.Token) bool {
-	return keyTokenOK(key, token) && (badBytes(key)|badBytes(string(token)))&hiBits == 0
+// releaseOK returns the key's hash and whether store.CheckRelease
+// certainly accepts these arguments.
+func releaseOK(key string, token store.Token) (uint64, bool) {
+	h, bad := scan(key)
+	_, badTok := scan(string(token))
+	return h, keyTokenOK(key, token) && (bad|badTok)&hiBits == 0
 }
 
-// keyOK reports whether store.CheckKey certainly accepts key.
-func keyOK(key string) bool {
-	return uint(len(key))-1 < store.MaxKeyLen && badBytes(key)&hiBits == 0
+// keyOK returns the key's hash and whether store.CheckKey certainly accepts it.
+func keyOK(key string) (uint64, bool) {
+	h, bad := scan(key)
+	return h, uint(len(key))-1 < store.MaxKeyLen && bad&hiBits == 0
 }
 
 // keyTokenOK checks the lengths of a key and a token: neither empty, neither
@@ -49,31 +59,43 @@ func keyTokenOK(key string, token store.Token) bool {
 const (
 	loBits = 0x0101010101010101
 	hiBits = 0x8080808080808080
+	mulK   = 0x9e3779b97f4a7c15 // odd, 2^64 divided by the golden ratio
 )
 
-// badBytes returns a word in which some bit of hiBits is set if and only if
-// s holds a NUL byte or a byte of 0x80 or above. It reads s eight bytes at
-// a time; a string shorter than eight bytes is read as two overlapping
-// halves, and the last word of a longer one overlaps the word before it, so
-// every byte is tested and no loop runs byte by byte.
-func badBytes(s string) uint64 {
+// scan reads s eight bytes at a time and returns a hash of it and a word
+// in which some bit of hiBits is set if and only if s holds a NUL byte or a
+// byte of 0x80 or above. A string shorter than eight bytes is read as two
+// overlapping halves, and the last word of a longer one overlaps the word
+// before it, so every byte is read and no loop runs byte by byte.
+//
+// The hash picks the key's shard (its top byte, which every bit of the
+// input reaches through the multiplications). It is unseeded, as FNV was:
+// keys chosen to share a shard only make their callers share a mutex,
+// since each shard's map hashes with its own seed.
+func scan(s string) (h, bad uint64) {
 	n := len(s)
+	var w uint64
 	switch {
 	case n >= 8:
-		acc := bad8(word8(s[n-8:]))
+		w = word8(s[n-8:])
+		h, bad = (w^uint64(n))*mulK, bad8(w)
 		for ; len(s) > 8; s = s[8:] {
-			acc |= bad8(word8(s[:8]))
+			w = word8(s[:8])
+			h = (h ^ w) * mulK
+			bad |= bad8(w)
 		}
-		return acc
+		return h, bad
 	case n >= 4:
-		return bad8(word4(s[:4]) | word4(s[n-4:])<<32)
+		w = word4(s[:4]) | word4(s[n-4:])<<32
 	case n >= 2:
 		// The top four bytes are padding that is neither NUL nor high.
-		return bad8(word2(s[:2]) | word2(s[n-2:])<<16 | loBits&^0xffffffff)
+		w = word2(s[:2]) | word2(s[n-2:])<<16 | loBits&^0xffffffff
 	case n == 1:
-		return bad8(uint64(s[0]) | loBits&^0xff)
+		w = uint64(s[0]) | loBits&^0xff
+	default:
+		return 0, 0
 	}
-	return 0
+	return (w ^ uint64(n)) * mulK, bad8(w)
 }
 
 // bad8 sets the top bit of the word's bytes when one of them is 0x80 or

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +10,13 @@ import (
 	"github.com/idemkit/idemkit/store"
 )
 
-// plainASCII is the definition badBytes must match: every byte in 1..0x7f.
+// scanPlain reports whether scan says s is plain ASCII.
+func scanPlain(s string) bool { _, b := scan(s); return b&hiBits == 0 }
+
+// accepts drops the hash from a fast check's answer.
+func accepts(_ uint64, ok bool) bool { return ok }
+
+// plainASCII is the definition scan must match: every byte in 1..0x7f.
 func plainASCII(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] == 0 || s[i] >= 0x80 {
@@ -56,21 +63,21 @@ func badSamples() []string {
 	return append(out, "é", "key-é", "\U0001F600", strings.Repeat("ü", 20))
 }
 
-func TestBadBytes(t *testing.T) {
+func TestScan(t *testing.T) {
 	for _, s := range badSamples() {
-		if got, want := badBytes(s)&hiBits == 0, plainASCII(s); got != want {
-			t.Errorf("badBytes(%q) says plain ASCII %v, want %v", s, got, want)
+		if got, want := scanPlain(s), plainASCII(s); got != want {
+			t.Errorf("scan(%q) says plain ASCII %v, want %v", s, got, want)
 		}
 	}
 }
 
-func FuzzBadBytes(f *testing.F) {
+func FuzzScan(f *testing.F) {
 	for _, s := range badSamples() {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if got, want := badBytes(s)&hiBits == 0, plainASCII(s); got != want {
-			t.Errorf("badBytes(%q) says plain ASCII %v, want %v", s, got, want)
+		if got, want := scanPlain(s), plainASCII(s); got != want {
+			t.Errorf("scan(%q) says plain ASCII %v, want %v", s, got, want)
 		}
 	})
 }
@@ -93,15 +100,15 @@ func TestFastChecksAgree(t *testing.T) {
 	}
 	for _, s := range samples {
 		for _, d := range durations {
-			agree("claim key "+q(s), claimOK(s, "fp", tok, d), store.CheckClaim(s, "fp", tok, d), plainASCII(s))
-			agree("claim fingerprint "+q(s), claimOK("k", s, tok, d), store.CheckClaim("k", s, tok, d), plainASCII(s))
-			agree("claim token "+q(s), claimOK("k", "fp", store.Token(s), d), store.CheckClaim("k", "fp", store.Token(s), d), plainASCII(s))
-			agree("complete key "+q(s), completeOK(s, tok, d), store.CheckComplete(s, tok, d), plainASCII(s))
-			agree("complete token "+q(s), completeOK("k", store.Token(s), d), store.CheckComplete("k", store.Token(s), d), plainASCII(s))
+			agree("claim key "+q(s), accepts(claimOK(s, "fp", tok, d)), store.CheckClaim(s, "fp", tok, d), plainASCII(s))
+			agree("claim fingerprint "+q(s), accepts(claimOK("k", s, tok, d)), store.CheckClaim("k", s, tok, d), plainASCII(s))
+			agree("claim token "+q(s), accepts(claimOK("k", "fp", store.Token(s), d)), store.CheckClaim("k", "fp", store.Token(s), d), plainASCII(s))
+			agree("complete key "+q(s), accepts(completeOK(s, tok, d)), store.CheckComplete(s, tok, d), plainASCII(s))
+			agree("complete token "+q(s), accepts(completeOK("k", store.Token(s), d)), store.CheckComplete("k", store.Token(s), d), plainASCII(s))
 		}
-		agree("release key "+q(s), releaseOK(s, tok), store.CheckRelease(s, tok), plainASCII(s))
-		agree("release token "+q(s), releaseOK("k", store.Token(s)), store.CheckRelease("k", store.Token(s)), plainASCII(s))
-		agree("get key "+q(s), keyOK(s), store.CheckKey(s), plainASCII(s))
+		agree("release key "+q(s), accepts(releaseOK(s, tok)), store.CheckRelease(s, tok), plainASCII(s))
+		agree("release token "+q(s), accepts(releaseOK("k", store.Token(s))), store.CheckRelease("k", store.Token(s)), plainASCII(s))
+		agree("get key "+q(s), accepts(keyOK(s)), store.CheckKey(s), plainASCII(s))
 	}
 }
 
@@ -115,12 +122,40 @@ func FuzzFastChecksAgree(f *testing.F) {
 				t.Errorf("%s(%q, %q, %q, %d): fast check accepts, store package says %v", what, key, fp, tok, d, err)
 			}
 		}
-		check("claim", claimOK(key, fp, store.Token(tok), time.Duration(d)), store.CheckClaim(key, fp, store.Token(tok), time.Duration(d)))
-		check("complete", completeOK(key, store.Token(tok), time.Duration(d)), store.CheckComplete(key, store.Token(tok), time.Duration(d)))
-		check("release", releaseOK(key, store.Token(tok)), store.CheckRelease(key, store.Token(tok)))
-		check("get", keyOK(key), store.CheckKey(key))
+		check("claim", accepts(claimOK(key, fp, store.Token(tok), time.Duration(d))), store.CheckClaim(key, fp, store.Token(tok), time.Duration(d)))
+		check("complete", accepts(completeOK(key, store.Token(tok), time.Duration(d))), store.CheckComplete(key, store.Token(tok), time.Duration(d)))
+		check("release", accepts(releaseOK(key, store.Token(tok))), store.CheckRelease(key, store.Token(tok)))
+		check("get", accepts(keyOK(key)), store.CheckKey(key))
 	})
 }
 
 // q quotes s for a message, cut to its first 24 characters.
 func q(s string) string { return fmt.Sprintf("%.24q", s) }
+
+// The hash spreads keys of the usual shapes evenly over the shards: for
+// each shape, 64Ki keys put between half and one and a half times the mean
+// in every shard.
+func TestShardSpread(t *testing.T) {
+	shapes := map[string]func(i int) string{
+		"counter":   func(i int) string { return "key-" + strconv.Itoa(i) },
+		"short":     func(i int) string { return string(rune('!'+i%90)) + string(rune('!'+i/90%90)) + string(rune('!'+i/8100)) },
+		"uuid":      func(i int) string { return fmt.Sprintf("tenant-7:%08x-4a2b-9c1d-%012x", i*2654435761%(1<<32), i) },
+		"long tail": func(i int) string { return strings.Repeat("scope/", 9) + strconv.Itoa(i) },
+		"token":     func(i int) string { return string(store.NewToken()) },
+	}
+	const n = 1 << 16
+	for name, key := range shapes {
+		var count [numShards]int
+		for i := range n {
+			h, _ := scan(key(i))
+			count[h>>(64-shardBits)]++
+		}
+		lo, hi := n/numShards/2, n/numShards*3/2
+		for sh, c := range count {
+			if c < lo || c > hi {
+				t.Errorf("%s keys: shard %d holds %d of %d, want %d..%d", name, sh, c, n, lo, hi)
+				break
+			}
+		}
+	}
+}

@@ -24,7 +24,10 @@ import (
 	"github.com/idemkit/idemkit/store"
 )
 
-const numShards = 256 // a power of two
+const (
+	shardBits = 8
+	numShards = 1 << shardBits
+)
 
 // Store is an in-memory store.Store. The zero value is not usable; call New.
 type Store struct {
@@ -141,7 +144,8 @@ func (s *Store) Close() error {
 // the shard wait for. Who acquires is decided under the lock, by the check
 // and the write together.
 func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.Token, lease time.Duration) (c store.Claim, err error) {
-	if !claimOK(key, fingerprint, token, lease) {
+	h, ok := claimOK(key, fingerprint, token, lease)
+	if !ok {
 		if err := store.CheckClaim(key, fingerprint, token, lease); err != nil {
 			return store.Claim{}, fmt.Errorf("memory: claim: %w", err)
 		}
@@ -150,7 +154,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 		return store.Claim{}, fmt.Errorf("memory: claim: %w", err)
 	}
 	now := s.clock()
-	sh := s.shard(key)
+	sh := s.shard(h)
 	sh.mu.Lock()
 	e, ok := sh.m[key]
 	switch {
@@ -179,7 +183,8 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 // Complete implements store.Store. Like Claim, it reads the clock once,
 // before it takes the shard's lock.
 func (s *Store) Complete(ctx context.Context, key string, token store.Token, response []byte, retention time.Duration) error {
-	if !completeOK(key, token, retention) {
+	h, ok := completeOK(key, token, retention)
+	if !ok {
 		if err := store.CheckComplete(key, token, retention); err != nil {
 			return fmt.Errorf("memory: complete: %w", err)
 		}
@@ -191,7 +196,7 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 	// readers may copy it out after unlocking.
 	resp := bytes.Clone(response)
 	now := s.clock()
-	sh := s.shard(key)
+	sh := s.shard(h)
 	sh.mu.Lock()
 	e, live := sh.get(key, now)
 	if !live || e.token != token {
@@ -212,7 +217,8 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 
 // Release implements store.Store.
 func (s *Store) Release(ctx context.Context, key string, token store.Token) error {
-	if !releaseOK(key, token) {
+	h, ok := releaseOK(key, token)
+	if !ok {
 		if err := store.CheckRelease(key, token); err != nil {
 			return fmt.Errorf("memory: release: %w", err)
 		}
@@ -221,7 +227,7 @@ func (s *Store) Release(ctx context.Context, key string, token store.Token) erro
 		return fmt.Errorf("memory: release: %w", err)
 	}
 	now := s.clock()
-	sh := s.shard(key)
+	sh := s.shard(h)
 	sh.mu.Lock()
 	if e, live := sh.get(key, now); live && e.status == store.StatusInProgress && e.token == token {
 		delete(sh.m, key)
@@ -232,7 +238,8 @@ func (s *Store) Release(ctx context.Context, key string, token store.Token) erro
 
 // Get implements store.Store.
 func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
-	if !keyOK(key) {
+	h, ok := keyOK(key)
+	if !ok {
 		if err := store.CheckKey(key); err != nil {
 			return store.Record{}, fmt.Errorf("memory: get: %w", err)
 		}
@@ -241,7 +248,7 @@ func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
 		return store.Record{}, fmt.Errorf("memory: get: %w", err)
 	}
 	now := s.clock()
-	sh := s.shard(key)
+	sh := s.shard(h)
 	sh.mu.Lock()
 	e, live := sh.get(key, now)
 	sh.mu.Unlock()
@@ -305,14 +312,9 @@ func (s *Store) sweepEvery(d time.Duration) {
 
 func (s *Store) clock() int64 { return s.now().UnixNano() }
 
-// shard picks the key's shard by FNV-1a, without allocating.
-func (s *Store) shard(key string) *shard {
-	h := uint32(2166136261)
-	for i := 0; i < len(key); i++ {
-		h ^= uint32(key[i])
-		h *= 16777619
-	}
-	return &s.shards[h&(numShards-1)]
+// shard returns the shard of the key whose hash (from scan) is h.
+func (s *Store) shard(h uint64) *shard {
+	return &s.shards[h>>(64-shardBits)]
 }
 
 // get returns the key's entry and whether it is live at now. The caller holds sh.mu.
