@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/idemkit/idemkit/store"
 )
@@ -157,5 +158,16 @@ func TestShardSpread(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// Each shard fills one 64-byte cache line, so two cores working on
+// neighbouring shards never write to one line.
+func TestShardSize(t *testing.T) {
+	if got := unsafe.Sizeof(shard{}); got != 64 {
+		t.Errorf("a shard is %d bytes, want 64 (one cache line)", got)
+	}
+	if off := unsafe.Offsetof(Store{}.shards); off%64 != 0 {
+		t.Errorf("shards start at offset %d of a Store, want a multiple of 64", off)
 	}
 }

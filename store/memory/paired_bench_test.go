@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"testing"
@@ -201,7 +202,7 @@ type rawShards struct {
 	shards [256]struct {
 		mu sync.Mutex
 		m  map[string]rawEntry
-		_  [40]byte
+		_  [48]byte // a cache line each, as the Store's
 	}
 }
 
@@ -268,7 +269,7 @@ func (r *rawShards) claim(key, fp, token string, lease time.Duration) (rawEntry,
 	sh.mu.Lock()
 	e, ok := sh.m[key]
 	if !ok || e.expiresAt <= now || !e.completed && e.token == token && e.fingerprint == fp {
-		e = rawEntry{fingerprint: fp, token: token, expiresAt: now + int64(lease)}
+		e = rawEntry{fingerprint: fp, token: token, expiresAt: rawAdd(now, lease)}
 		sh.m[key] = e
 		sh.mu.Unlock()
 		return e, true
@@ -291,9 +292,18 @@ func (r *rawShards) complete(key, token string, resp []byte, retention time.Dura
 		return false
 	}
 	if !e.completed {
-		e.completed, e.response, e.expiresAt = true, resp, now+int64(retention)
+		e.completed, e.response, e.expiresAt = true, resp, rawAdd(now, retention)
 		sh.m[key] = e
 	}
 	sh.mu.Unlock()
 	return true
+}
+
+// rawAdd is now+d, saturating rather than wrapping to the past for a huge d
+// (the contract's deadlines never overflow).
+func rawAdd(now int64, d time.Duration) int64 {
+	if now > math.MaxInt64-int64(d) {
+		return math.MaxInt64
+	}
+	return now + int64(d)
 }
