@@ -22,10 +22,9 @@ import (
 // certainly accepts these arguments.
 func claimOK(key, fingerprint string, token store.Token, lease time.Duration) (uint64, bool) {
 	h, bad := scan(key)
-	_, badFP := scan(fingerprint)
-	_, badTok := scan(string(token))
+	bad |= plain(fingerprint) | plain(string(token))
 	return h, lease > 0 && keyTokenOK(key, token) && len(fingerprint) <= store.MaxFingerprintLen &&
-		(bad|badFP|badTok)&hiBits == 0
+		bad&hiBits == 0
 }
 
 // completeOK returns the key's hash and whether store.CheckComplete
@@ -39,8 +38,7 @@ func completeOK(key string, token store.Token, retention time.Duration) (uint64,
 // certainly accepts these arguments.
 func releaseOK(key string, token store.Token) (uint64, bool) {
 	h, bad := scan(key)
-	_, badTok := scan(string(token))
-	return h, keyTokenOK(key, token) && (bad|badTok)&hiBits == 0
+	return h, keyTokenOK(key, token) && (bad|plain(string(token)))&hiBits == 0
 }
 
 // keyOK returns the key's hash and whether store.CheckKey certainly accepts it.
@@ -96,6 +94,30 @@ func scan(s string) (h, bad uint64) {
 		return 0, 0
 	}
 	return (w ^ uint64(n)) * mulK, bad8(w)
+}
+
+// plain returns scan's second result, for a string that needs no hash:
+// its words are independent, so two of them cover up to 16 bytes and a
+// longer string's loop has no chain of multiplications.
+func plain(s string) uint64 {
+	n := len(s)
+	switch {
+	case n > 16:
+		bad := bad8(word8(s[n-8:]))
+		for ; len(s) > 8; s = s[8:] {
+			bad |= bad8(word8(s[:8]))
+		}
+		return bad
+	case n >= 8:
+		return bad8(word8(s[:8])) | bad8(word8(s[n-8:]))
+	case n >= 4:
+		return bad8(word4(s[:4]) | word4(s[n-4:])<<32)
+	case n >= 2:
+		return bad8(word2(s[:2]) | word2(s[n-2:])<<16 | loBits&^0xffffffff)
+	case n == 1:
+		return bad8(uint64(s[0]) | loBits&^0xff)
+	}
+	return 0
 }
 
 // bad8 sets the top bit of the word's bytes when one of them is 0x80 or

@@ -69,6 +69,9 @@ func TestScan(t *testing.T) {
 		if got, want := scanPlain(s), plainASCII(s); got != want {
 			t.Errorf("scan(%q) says plain ASCII %v, want %v", s, got, want)
 		}
+		if got, want := plain(s)&hiBits == 0, plainASCII(s); got != want {
+			t.Errorf("plain(%q) says plain ASCII %v, want %v", s, got, want)
+		}
 	}
 }
 
@@ -79,6 +82,9 @@ func FuzzScan(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		if got, want := scanPlain(s), plainASCII(s); got != want {
 			t.Errorf("scan(%q) says plain ASCII %v, want %v", s, got, want)
+		}
+		if got, want := plain(s)&hiBits == 0, plainASCII(s); got != want {
+			t.Errorf("plain(%q) says plain ASCII %v, want %v", s, got, want)
 		}
 	})
 }
