@@ -144,8 +144,10 @@ func q(s string) string { return fmt.Sprintf("%.24q", s) }
 // in every shard.
 func TestShardSpread(t *testing.T) {
 	shapes := map[string]func(i int) string{
-		"counter":   func(i int) string { return "key-" + strconv.Itoa(i) },
-		"short":     func(i int) string { return string(rune('!'+i%90)) + string(rune('!'+i/90%90)) + string(rune('!'+i/8100)) },
+		"counter": func(i int) string { return "key-" + strconv.Itoa(i) },
+		"short": func(i int) string {
+			return string(rune('!'+i%90)) + string(rune('!'+i/90%90)) + string(rune('!'+i/8100))
+		},
 		"uuid":      func(i int) string { return fmt.Sprintf("tenant-7:%08x-4a2b-9c1d-%012x", i*2654435761%(1<<32), i) },
 		"long tail": func(i int) string { return strings.Repeat("scope/", 9) + strconv.Itoa(i) },
 		"token":     func(i int) string { return string(store.NewToken()) },
