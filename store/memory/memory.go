@@ -323,8 +323,9 @@ func (sh *shard) get(key string, now int64) (entry, bool) {
 	return e, ok && e.expiresAt > now
 }
 
-// fill sets r to the caller's copy of e: the response copied (a completed
-// record), or LockedUntil set to the same instant as ExpiresAt (in progress).
+// fill makes the zero record r the caller's copy of e: the response copied
+// (a completed record), or LockedUntil set to the same instant as ExpiresAt
+// (in progress).
 func (e *entry) fill(r *store.Record, key string) {
 	r.Key = key
 	r.Fingerprint = e.fingerprint
