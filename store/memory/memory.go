@@ -24,7 +24,10 @@ import (
 	"github.com/idemkit/idemkit/store"
 )
 
-const numShards = 256 // a power of two
+const (
+	shardBits = 8
+	numShards = 1 << shardBits
+)
 
 // Store is an in-memory store.Store. The zero value is not usable; call New.
 type Store struct {
@@ -39,17 +42,18 @@ type Store struct {
 type shard struct {
 	mu sync.Mutex
 	m  map[string]entry
-	_  [40]byte // keep neighbouring shards' mutexes off one cache line
+	_  [48]byte // one shard per 64-byte cache line (TestShardSize): no false sharing between shards
 }
 
-// entry is one record. Times are Unix nanoseconds of the store's clock.
+// entry is one record. expiresAt is in Unix nanoseconds of the store's
+// clock; it is also the end of the lease of a record in progress, which has
+// no other deadline (store.Record.LockedUntil equals ExpiresAt there).
 type entry struct {
 	fingerprint string
 	token       store.Token
-	status      store.Status
 	response    []byte
-	lockedUntil int64
 	expiresAt   int64
+	status      store.Status
 }
 
 var (
@@ -131,44 +135,59 @@ func (s *Store) Close() error {
 }
 
 // Claim implements store.Store.
-func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.Token, lease time.Duration) (store.Claim, error) {
-	if err := store.CheckClaim(key, fingerprint, token, lease); err != nil {
-		return store.Claim{}, fmt.Errorf("memory: claim: %w", err)
+//
+// Each call reads the clock once, before it takes the shard's lock: the
+// call then acts as of that instant (a record that lapses while the call
+// waits for the lock is still live to it, and a lease it grants ends a
+// lease after that instant), which only ever errs towards keeping a
+// record live, and keeps the clock out of the lock that other callers of
+// the shard wait for. Who acquires is decided under the lock, by the check
+// and the write together.
+func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.Token, lease time.Duration) (c store.Claim, err error) {
+	h, ok := claimOK(key, fingerprint, token, lease)
+	if !ok {
+		if err := store.CheckClaim(key, fingerprint, token, lease); err != nil {
+			return store.Claim{}, fmt.Errorf("memory: claim: %w", err)
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return store.Claim{}, fmt.Errorf("memory: claim: %w", err)
 	}
-	sh := s.shard(key)
-	sh.mu.Lock()
 	now := s.clock()
-	e, live := sh.get(key, now)
-	var out store.Outcome
+	sh := s.shard(h)
+	sh.mu.Lock()
+	e, ok := sh.m[key]
 	switch {
-	case !live:
-		e = entry{fingerprint: fingerprint, token: token, status: store.StatusInProgress}
-		fallthrough
-	case e.status == store.StatusInProgress && e.token == token && e.fingerprint == fingerprint:
-		e.lockedUntil = addNanos(now, lease)
-		e.expiresAt = e.lockedUntil
+	case !ok || e.expiresAt <= now: // absent, or lapsed: as if never claimed
+		e = entry{fingerprint: fingerprint, token: token, expiresAt: addNanos(now, lease), status: store.StatusInProgress}
 		sh.m[key] = e
-		out = store.Acquired
-	case e.fingerprint != fingerprint:
-		out = store.Mismatch
+		c.Outcome = store.Acquired
+	case e.fingerprint != fingerprint: // checked before in progress
+		c.Outcome = store.Mismatch
 	case e.status == store.StatusCompleted:
-		out = store.Completed
+		c.Outcome = store.Completed
+	case e.token == token: // in progress by this token: renew the lease
+		e.expiresAt = addNanos(now, lease)
+		sh.m[key] = e
+		c.Outcome = store.Acquired
 	default:
-		out = store.InProgress
+		c.Outcome = store.InProgress
 	}
 	sh.mu.Unlock()
 	// e is a copy and its response is never written after Complete stored
 	// it, so the record (and its copy of the response) is built unlocked.
-	return store.Claim{Outcome: out, Record: e.record(key)}, nil
+	e.fill(&c.Record, key)
+	return c, nil
 }
 
-// Complete implements store.Store.
+// Complete implements store.Store. Like Claim, it reads the clock once,
+// before it takes the shard's lock.
 func (s *Store) Complete(ctx context.Context, key string, token store.Token, response []byte, retention time.Duration) error {
-	if err := store.CheckComplete(key, token, retention); err != nil {
-		return fmt.Errorf("memory: complete: %w", err)
+	h, ok := completeOK(key, token, retention)
+	if !ok {
+		if err := store.CheckComplete(key, token, retention); err != nil {
+			return fmt.Errorf("memory: complete: %w", err)
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memory: complete: %w", err)
@@ -176,9 +195,9 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 	// Copied before taking the lock; never written again once stored, so
 	// readers may copy it out after unlocking.
 	resp := bytes.Clone(response)
-	sh := s.shard(key)
-	sh.mu.Lock()
 	now := s.clock()
+	sh := s.shard(h)
+	sh.mu.Lock()
 	e, live := sh.get(key, now)
 	if !live || e.token != token {
 		sh.mu.Unlock()
@@ -190,7 +209,6 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 	}
 	e.status = store.StatusCompleted
 	e.response = resp
-	e.lockedUntil = 0
 	e.expiresAt = addNanos(now, retention)
 	sh.m[key] = e
 	sh.mu.Unlock()
@@ -199,37 +217,47 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 
 // Release implements store.Store.
 func (s *Store) Release(ctx context.Context, key string, token store.Token) error {
-	if err := store.CheckRelease(key, token); err != nil {
-		return fmt.Errorf("memory: release: %w", err)
+	h, ok := releaseOK(key, token)
+	if !ok {
+		if err := store.CheckRelease(key, token); err != nil {
+			return fmt.Errorf("memory: release: %w", err)
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("memory: release: %w", err)
 	}
-	sh := s.shard(key)
+	now := s.clock()
+	sh := s.shard(h)
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if e, live := sh.get(key, s.clock()); live && e.status == store.StatusInProgress && e.token == token {
+	if e, live := sh.get(key, now); live && e.status == store.StatusInProgress && e.token == token {
 		delete(sh.m, key)
 	}
+	sh.mu.Unlock()
 	return nil
 }
 
 // Get implements store.Store.
 func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
-	if err := store.CheckKey(key); err != nil {
-		return store.Record{}, fmt.Errorf("memory: get: %w", err)
+	h, ok := keyOK(key)
+	if !ok {
+		if err := store.CheckKey(key); err != nil {
+			return store.Record{}, fmt.Errorf("memory: get: %w", err)
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return store.Record{}, fmt.Errorf("memory: get: %w", err)
 	}
-	sh := s.shard(key)
+	now := s.clock()
+	sh := s.shard(h)
 	sh.mu.Lock()
-	e, live := sh.get(key, s.clock())
+	e, live := sh.get(key, now)
 	sh.mu.Unlock()
 	if !live {
 		return store.Record{}, fmt.Errorf("memory: get %q: %w", key, store.ErrNotFound)
 	}
-	return e.record(key), nil
+	var r store.Record
+	e.fill(&r, key)
+	return r, nil
 }
 
 // Purge deletes every record whose lease lapsed or whose retention is over,
@@ -284,14 +312,9 @@ func (s *Store) sweepEvery(d time.Duration) {
 
 func (s *Store) clock() int64 { return s.now().UnixNano() }
 
-// shard picks the key's shard by FNV-1a, without allocating.
-func (s *Store) shard(key string) *shard {
-	h := uint32(2166136261)
-	for i := 0; i < len(key); i++ {
-		h ^= uint32(key[i])
-		h *= 16777619
-	}
-	return &s.shards[h&(numShards-1)]
+// shard returns the shard of the key whose hash (from scan) is h.
+func (s *Store) shard(h uint64) *shard {
+	return &s.shards[h>>(64-shardBits)]
 }
 
 // get returns the key's entry and whether it is live at now. The caller holds sh.mu.
@@ -300,19 +323,20 @@ func (sh *shard) get(key string, now int64) (entry, bool) {
 	return e, ok && e.expiresAt > now
 }
 
-func (e entry) record(key string) store.Record {
-	r := store.Record{
-		Key:         key,
-		Fingerprint: e.fingerprint,
-		Status:      e.status,
-		Token:       e.token,
-		Response:    bytes.Clone(e.response),
-		ExpiresAt:   time.Unix(0, e.expiresAt),
-	}
+// fill makes the zero record r the caller's copy of e: the response copied
+// (a completed record), or LockedUntil set to the same instant as ExpiresAt
+// (in progress).
+func (e *entry) fill(r *store.Record, key string) {
+	r.Key = key
+	r.Fingerprint = e.fingerprint
+	r.Status = e.status
+	r.Token = e.token
+	r.ExpiresAt = time.Unix(0, e.expiresAt)
 	if e.status == store.StatusInProgress {
-		r.LockedUntil = time.Unix(0, e.lockedUntil)
+		r.LockedUntil = r.ExpiresAt
+	} else {
+		r.Response = bytes.Clone(e.response)
 	}
-	return r
 }
 
 // addNanos returns now+d in Unix nanoseconds, saturating instead of overflowing.

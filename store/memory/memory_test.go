@@ -1,6 +1,7 @@
 package memory_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -49,5 +50,48 @@ func TestNewRejects(t *testing.T) {
 				t.Errorf("error %q does not start with the package", err)
 			}
 		})
+	}
+}
+
+// Bad arguments get the store package's own error, word for word, behind
+// the operation's name, and change nothing: the Store's fast checks only
+// ever hand the store package the arguments they cannot vouch for.
+func TestInvalidArgumentsErrors(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	tok := store.NewToken()
+	long := strings.Repeat("k", store.MaxKeyLen+1)
+	for _, key := range []string{"ok", "", "k\x00", "k\xff", long, "é-ok"} {
+		for _, fp := range []string{"fp", "f\x00", "f\xc3", strings.Repeat("f", store.MaxFingerprintLen+1)} {
+			for _, tk := range []store.Token{tok, "", "t\x00", "t\x80", store.Token(strings.Repeat("t", store.MaxTokenLen+1))} {
+				for _, d := range []time.Duration{time.Minute, 0, -1} {
+					_, err := s.Claim(ctx, key, fp, tk, d)
+					wantErr(t, "claim", err, store.CheckClaim(key, fp, tk, d))
+					err = s.Complete(ctx, key, tk, []byte("r"), d)
+					wantErr(t, "complete", err, store.CheckComplete(key, tk, d))
+				}
+				wantErr(t, "release", s.Release(ctx, key, tk), store.CheckRelease(key, tk))
+			}
+		}
+		_, err := s.Get(ctx, key)
+		if want := store.CheckKey(key); want != nil {
+			wantErr(t, "get", err, want)
+		}
+	}
+	// Only "ok" and "é-ok" with valid arguments may have claimed anything.
+	if n := s.Len(); n > 2 {
+		t.Errorf("the store holds %d records after bad arguments, want at most 2", n)
+	}
+}
+
+// wantErr checks that a call's error is "memory: <op>: " and the store
+// package's check error when the check fails.
+func wantErr(t *testing.T, op string, got, check error) {
+	t.Helper()
+	if check == nil {
+		return
+	}
+	if want := "memory: " + op + ": " + check.Error(); got == nil || got.Error() != want || !errors.Is(got, store.ErrInvalid) {
+		t.Fatalf("%s error = %v, want %q matching store.ErrInvalid", op, got, want)
 	}
 }

@@ -1,0 +1,144 @@
+package memory
+
+import (
+	"time"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// The checks below answer, in one pass over the arguments, whether they are
+// certainly valid by the rules of store.CheckClaim, CheckComplete,
+// CheckRelease and CheckKey: the lengths those allow, and every byte plain
+// ASCII (neither NUL nor 0x80 or above), which makes a string valid UTF-8
+// without NUL. They accept a subset of what the store package accepts and
+// never more; an argument they do not accept (empty, too long, non-ASCII,
+// a bad duration) goes to the store package's check, which stays the one
+// authority: it accepts valid UTF-8 beyond ASCII and words every error.
+// The Store calls them instead of the store package's checks on the hot
+// path because those cost more than the rest of a replay (their loop checks
+// the bounds of every byte it reads).
+
+// claimOK returns the key's hash (see scan) and whether store.CheckClaim
+// certainly accepts these arguments.
+func claimOK(key, fingerprint string, token store.Token, lease time.Duration) (uint64, bool) {
+	h, bad := scan(key)
+	bad |= plain(fingerprint) | plain(string(token))
+	return h, lease > 0 && keyTokenOK(key, token) && len(fingerprint) <= store.MaxFingerprintLen &&
+		bad&hiBits == 0
+}
+
+// completeOK returns the key's hash and whether store.CheckComplete
+// certainly accepts these arguments.
+func completeOK(key string, token store.Token, retention time.Duration) (uint64, bool) {
+	h, ok := releaseOK(key, token)
+	return h, ok && retention > 0
+}
+
+// releaseOK returns the key's hash and whether store.CheckRelease
+// certainly accepts these arguments.
+func releaseOK(key string, token store.Token) (uint64, bool) {
+	h, bad := scan(key)
+	return h, keyTokenOK(key, token) && (bad|plain(string(token)))&hiBits == 0
+}
+
+// keyOK returns the key's hash and whether store.CheckKey certainly accepts it.
+func keyOK(key string) (uint64, bool) {
+	h, bad := scan(key)
+	return h, uint(len(key))-1 < store.MaxKeyLen && bad&hiBits == 0
+}
+
+// keyTokenOK checks the lengths of a key and a token: neither empty, neither
+// longer than the store package allows.
+func keyTokenOK(key string, token store.Token) bool {
+	// uint(n)-1 < max is 0 < n <= max in one comparison.
+	return uint(len(key))-1 < store.MaxKeyLen && uint(len(token))-1 < store.MaxTokenLen
+}
+
+const (
+	loBits = 0x0101010101010101
+	hiBits = 0x8080808080808080
+	mulK   = 0x9e3779b97f4a7c15 // odd, 2^64 divided by the golden ratio
+)
+
+// scan reads s eight bytes at a time and returns a hash of it and a word
+// in which some bit of hiBits is set if and only if s holds a NUL byte or a
+// byte of 0x80 or above. A string shorter than eight bytes is read as two
+// overlapping halves, and the last word of a longer one overlaps the word
+// before it, so every byte is read and no loop runs byte by byte.
+//
+// The hash picks the key's shard (its top byte, which every bit of the
+// input reaches through the multiplications). It is unseeded, as FNV was:
+// keys chosen to share a shard only make their callers share a mutex,
+// since each shard's map hashes with its own seed.
+func scan(s string) (h, bad uint64) {
+	n := len(s)
+	var w uint64
+	switch {
+	case n >= 8:
+		w = word8(s[n-8:])
+		h, bad = (w^uint64(n))*mulK, bad8(w)
+		for ; len(s) > 8; s = s[8:] {
+			w = word8(s[:8])
+			h = (h ^ w) * mulK
+			bad |= bad8(w)
+		}
+		return h, bad
+	case n >= 4:
+		w = word4(s[:4]) | word4(s[n-4:])<<32
+	case n >= 2:
+		// The top four bytes are padding that is neither NUL nor high.
+		w = word2(s[:2]) | word2(s[n-2:])<<16 | loBits&^0xffffffff
+	case n == 1:
+		w = uint64(s[0]) | loBits&^0xff
+	default:
+		return 0, 0
+	}
+	return (w ^ uint64(n)) * mulK, bad8(w)
+}
+
+// plain returns scan's second result, for a string that needs no hash:
+// its words are independent, so two of them cover up to 16 bytes and a
+// longer string's loop has no chain of multiplications.
+func plain(s string) uint64 {
+	n := len(s)
+	switch {
+	case n > 16:
+		bad := bad8(word8(s[n-8:]))
+		for ; len(s) > 8; s = s[8:] {
+			bad |= bad8(word8(s[:8]))
+		}
+		return bad
+	case n >= 8:
+		return bad8(word8(s[:8])) | bad8(word8(s[n-8:]))
+	case n >= 4:
+		return bad8(word4(s[:4]) | word4(s[n-4:])<<32)
+	case n >= 2:
+		return bad8(word2(s[:2]) | word2(s[n-2:])<<16 | loBits&^0xffffffff)
+	case n == 1:
+		return bad8(uint64(s[0]) | loBits&^0xff)
+	}
+	return 0
+}
+
+// bad8 sets the top bit of the word's bytes when one of them is 0x80 or
+// above (its own top bit) or when one of them is zero ((v-lo)&^v sets the
+// top bit of the lowest zero byte). A borrow in v-lo starts only at a zero
+// byte, so a word of plain ASCII without NUL yields no top bit at all, and
+// any other word yields one.
+func bad8(v uint64) uint64 { return v | (v-loBits)&^v }
+
+func word8(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+func word4(s string) uint64 {
+	_ = s[3]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24
+}
+
+func word2(s string) uint64 {
+	_ = s[1]
+	return uint64(s[0]) | uint64(s[1])<<8
+}
