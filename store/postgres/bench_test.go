@@ -29,6 +29,9 @@ var bench struct {
 	s    *Store
 	err  error
 	run  atomic.Int64 // makes the keys of each benchmark run unique
+	// coalesced is a second Store on the same pool and table, with
+	// WithCoalescing(true), for BenchmarkPaired's Coalesced case.
+	coalesced *Store
 }
 
 // benchStore returns a Store on a preloaded table shared by all benchmarks
@@ -59,17 +62,24 @@ func benchStore(b *testing.B) *Store {
 			return
 		}
 		cleanups = append(cleanups, pool.Close) // runs after the DROP below
-		opts := []Option{WithTable(uniqueName("idemkit_pg_bench_"))}
-		if v := os.Getenv("IDEMKIT_BENCH_COALESCE"); v != "" {
-			opts = append(opts, WithCoalescing(v != "off"))
-		}
+		table := uniqueName("idemkit_pg_bench_")
+		var tuning []Option
 		for env, set := range map[string]func(*options, int){
 			"IDEMKIT_BENCH_SLOTS":     func(o *options, n int) { o.slots = n },
 			"IDEMKIT_BENCH_MAX_BATCH": func(o *options, n int) { o.maxBatch = n },
 		} {
 			if n, err := strconv.Atoi(os.Getenv(env)); err == nil {
-				opts = append(opts, func(o *options) { set(o, n) })
+				tuning = append(tuning, func(o *options) { set(o, n) })
 			}
+		}
+		opts := append([]Option{WithTable(table)}, tuning...)
+		if v := os.Getenv("IDEMKIT_BENCH_COALESCE"); v != "" {
+			opts = append(opts, WithCoalescing(v != "off"))
+		}
+		bench.coalesced, err = New(pool, append([]Option{WithTable(table), WithCoalescing(true)}, tuning...)...)
+		if err != nil {
+			bench.err = err
+			return
 		}
 		s, err := New(pool, opts...)
 		if err == nil {
@@ -370,6 +380,18 @@ func BenchmarkPaired(b *testing.B) {
 		b.Run(fmt.Sprintf("Replay/workers=%d", w), func(b *testing.B) {
 			s := benchStore(b)
 			runPaired(b, w, storeReplay(s), rawReplay(s))
+		})
+		// ClaimComplete through a Store with WithCoalescing(true), against
+		// the same raw statements, one per operation.
+		b.Run(fmt.Sprintf("Coalesced/workers=%d", w), func(b *testing.B) {
+			s := benchStore(b)
+			prefix := newPrefix("coal")
+			b0, c0 := batchStats(bench.coalesced)
+			runPaired(b, w, storeClaimComplete(bench.coalesced, prefix+"s"), rawClaimComplete(s, prefix+"r"))
+			if b1, c1 := batchStats(bench.coalesced); b1 > b0 {
+				b.ReportMetric(float64(c1-c0)/float64(b1-b0), "calls/batch")
+				b.ReportMetric(float64(c1-c0)/float64(b.N), "batched/op")
+			}
 		})
 	}
 }
