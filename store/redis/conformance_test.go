@@ -27,42 +27,46 @@ func TestConformanceMiniredis(t *testing.T) {
 	})
 }
 
-// TestConformanceWatchedComplete runs the suite with every Complete, small
-// responses too, taking the path large responses take (WATCH, GET, then SET
-// in MULTI/EXEC instead of the completion script), on miniredis, on the
-// real Redis and on the Cluster: its fencing, retried-Complete and race rows then prove that
-// path as well.
-func TestConformanceWatchedComplete(t *testing.T) {
+// runConformanceEach runs the suite on miniredis, the real Redis and the
+// Cluster, with every Store passed through wrap (which sets the path under
+// test) before the suite sees it.
+func runConformanceEach(t *testing.T, wrap func(*redis.Store) *redis.Store) {
 	t.Run("Miniredis", func(t *testing.T) {
 		storetest.Run(t, storetest.Harness{
 			New: func(t *testing.T) storetest.Subject {
 				mr, c := newMini(t)
 				clock := testredis.NewMiniClock(mr, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 				s := redis.MustNew(t, c, redis.WithPrefix(testPrefix(t, c)), redis.WithClock(clock.Now), redis.WithEvictionCheck(false))
-				return storetest.Subject{Store: redis.WatchEveryComplete(s), Clock: clock}
+				return storetest.Subject{Store: wrap(s), Clock: clock}
 			},
 		})
 	})
-	t.Run("Redis", func(t *testing.T) {
-		c := realClient(t)
-		storetest.Run(t, storetest.Harness{
-			New: func(t *testing.T) storetest.Subject {
-				s := redis.MustNew(t, c, redis.WithPrefix(testPrefix(t, c)))
-				return storetest.Subject{Store: redis.WatchEveryComplete(s)}
-			},
-			ShortLease: 200 * time.Millisecond,
+	for _, srv := range []struct {
+		name   string
+		client func(*testing.T) goredis.UniversalClient
+	}{
+		{"Redis", func(t *testing.T) goredis.UniversalClient { return realClient(t) }},
+		{"Cluster", func(t *testing.T) goredis.UniversalClient { return clusterClient(t) }},
+	} {
+		t.Run(srv.name, func(t *testing.T) {
+			c := srv.client(t)
+			storetest.Run(t, storetest.Harness{
+				New: func(t *testing.T) storetest.Subject {
+					return storetest.Subject{Store: wrap(redis.MustNew(t, c, redis.WithPrefix(testPrefix(t, c))))}
+				},
+				ShortLease: 200 * time.Millisecond,
+			})
 		})
-	})
-	t.Run("Cluster", func(t *testing.T) {
-		c := clusterClient(t)
-		storetest.Run(t, storetest.Harness{
-			New: func(t *testing.T) storetest.Subject {
-				s := redis.MustNew(t, c, redis.WithPrefix(testPrefix(t, c)))
-				return storetest.Subject{Store: redis.WatchEveryComplete(s)}
-			},
-			ShortLease: 200 * time.Millisecond,
-		})
-	})
+	}
+}
+
+// TestConformanceWatchedComplete runs the suite with every Complete, small
+// responses too, taking the WATCH path (WATCH, GET, then SET in MULTI/EXEC
+// instead of the completion script), on miniredis, on the real Redis and on
+// the Cluster: its fencing, retried-Complete and race rows then prove that
+// path as well.
+func TestConformanceWatchedComplete(t *testing.T) {
+	runConformanceEach(t, redis.WatchEveryComplete)
 }
 
 // TestConformanceStagedComplete runs the suite with every Complete, small
@@ -72,36 +76,7 @@ func TestConformanceWatchedComplete(t *testing.T) {
 // Its fencing, retried-Complete and race rows prove that path, on
 // miniredis, the real Redis, the Cluster and a Ring.
 func TestConformanceStagedComplete(t *testing.T) {
-	t.Run("Miniredis", func(t *testing.T) {
-		storetest.Run(t, storetest.Harness{
-			New: func(t *testing.T) storetest.Subject {
-				mr, c := newMini(t)
-				clock := testredis.NewMiniClock(mr, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-				s := redis.MustNew(t, c, redis.WithPrefix(testPrefix(t, c)), redis.WithClock(clock.Now), redis.WithEvictionCheck(false))
-				return storetest.Subject{Store: redis.StageEveryComplete(s), Clock: clock}
-			},
-		})
-	})
-	t.Run("Redis", func(t *testing.T) {
-		c := realClient(t)
-		storetest.Run(t, storetest.Harness{
-			New: func(t *testing.T) storetest.Subject {
-				s := redis.MustNew(t, c, redis.WithPrefix(testPrefix(t, c)))
-				return storetest.Subject{Store: redis.StageEveryComplete(s)}
-			},
-			ShortLease: 200 * time.Millisecond,
-		})
-	})
-	t.Run("Cluster", func(t *testing.T) {
-		c := clusterClient(t)
-		storetest.Run(t, storetest.Harness{
-			New: func(t *testing.T) storetest.Subject {
-				s := redis.MustNew(t, c, redis.WithPrefix(testPrefix(t, c)))
-				return storetest.Subject{Store: redis.StageEveryComplete(s)}
-			},
-			ShortLease: 200 * time.Millisecond,
-		})
-	})
+	runConformanceEach(t, redis.StageEveryComplete)
 	t.Run("Ring", func(t *testing.T) {
 		storetest.Run(t, storetest.Harness{
 			New: func(t *testing.T) storetest.Subject {
