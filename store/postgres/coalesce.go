@@ -119,21 +119,7 @@ func (s *Store) insertMany(ctx context.Context, calls []*coalesce.Call[claimReq,
 		}
 		return nil
 	}, keys, fps, toks, leases)
-	if err != nil {
-		if rowError(err) {
-			for _, c := range calls {
-				c.Set(s.insertOne(c.Context(), c.Req))
-			}
-			return
-		}
-		for _, c := range calls {
-			c.Set(inserted{}, err)
-		}
-		return
-	}
-	for i, c := range calls {
-		c.Set(res[i], nil)
-	}
+	settle(calls, res, err, s.insertOne)
 }
 
 // completeOne runs one Complete's UPDATE alone: exactly the statement
@@ -176,20 +162,24 @@ func (s *Store) completeMany(ctx context.Context, calls []*coalesce.Call[complet
 		}
 		return nil
 	}, keys, toks, resps, rets)
-	if err != nil {
-		if rowError(err) {
-			for _, c := range calls {
-				c.Set(s.completeOne(c.Context(), c.Req))
-			}
-			return
-		}
-		for _, c := range calls {
-			c.Set(completeRetry, err)
-		}
-		return
-	}
+	settle(calls, res, err, s.completeOne)
+}
+
+// settle tells a batch's callers the outcome of its statement: res[i] for
+// calls[i] when it succeeded; when the server rejected it for a row's data
+// (rowError), each call run again alone by one, so one call's bad row never
+// fails the others; otherwise err for every call.
+func settle[Q, R any](calls []*coalesce.Call[Q, R], res []R, err error, one func(context.Context, Q) (R, error)) {
 	for i, c := range calls {
-		c.Set(res[i], nil)
+		switch {
+		case err == nil:
+			c.Set(res[i], nil)
+		case rowError(err):
+			c.Set(one(c.Context(), c.Req))
+		default:
+			var zero R
+			c.Set(zero, err)
+		}
 	}
 }
 
