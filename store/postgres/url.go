@@ -17,8 +17,9 @@ import (
 //
 //	postgres://user:password@host:5432/db?sslmode=disable&table=idempotency_keys
 //
-// The parameters table (WithTable), schema (WithSchema) and purge_batch
-// (WithPurgeBatch) configure the Store; every other parameter goes to pgx
+// The parameters table (WithTable), schema (WithSchema), purge_batch
+// (WithPurgeBatch) and coalesce (WithCoalescing, true or false) configure
+// the Store; every other parameter goes to pgx
 // (sslmode, pool_max_conns, connect_timeout, application_name, ...), which
 // rejects the ones it cannot use. The Store owns the pool: Close closes it.
 // Open does not create the table: call store.Migrate or Store.Migrate.
@@ -43,6 +44,9 @@ func openURL(ctx context.Context, u *url.URL) (store.Store, error) {
 	}
 	if p.Has("purge_batch") {
 		opts = append(opts, WithPurgeBatch(p.Int("purge_batch", 0)))
+	}
+	if p.Has("coalesce") {
+		opts = append(opts, WithCoalescing(p.Bool("coalesce", false)))
 	}
 	rest := p.Rest()
 	if err := p.Done(); err != nil {

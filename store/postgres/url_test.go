@@ -38,13 +38,14 @@ func TestOpenURL(t *testing.T) {
 			schema := uniqueName("idemkit_url_s")
 			dropOnCleanup(t, "SCHEMA", quote(schema))
 			st, err := store.Open(t.Context(), testURL(t, scheme, url.Values{
-				"table": {table}, "schema": {schema}, "purge_batch": {"10"}, "pool_max_conns": {"3"},
+				"table": {table}, "schema": {schema}, "purge_batch": {"10"}, "pool_max_conns": {"3"}, "coalesce": {"true"},
 			}))
 			require.NoError(t, err)
 			s, ok := st.(*Store)
 			require.True(t, ok, "%T", st)
 			assert.Equal(t, quote(schema)+"."+quote(table), s.Table())
 			assert.Equal(t, 10, s.opts.purgeBatch)
+			assert.NotNil(t, s.batch, "coalesce=true did not turn coalescing on")
 			require.NoError(t, store.Migrate(t.Context(), st))
 			storesmoke.Run(t, st)
 			require.NoError(t, store.Close(st))
@@ -65,6 +66,7 @@ func TestOpenURLRejects(t *testing.T) {
 		{"empty table", url.Values{"table": {""}}, "empty table name"},
 		{"bad purge batch", url.Values{"purge_batch": {"x"}}, "not an integer"},
 		{"zero purge batch", url.Values{"purge_batch": {"0"}}, "not positive"},
+		{"bad coalesce", url.Values{"coalesce": {"sometimes"}}, "not true or false"},
 		{"bad pgx parameter", url.Values{"pool_max_conns": {"many"}}, "pool_max_conns"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -60,3 +60,7 @@ func CoalesceStats(s *Store) (batches, calls int64) {
 	}
 	return s.batch.Stats()
 }
+
+// Coalescing reports whether s sends its claims and small completions
+// through its batcher (WithCoalescing(true), without WithReplicas).
+func Coalescing(s *Store) bool { return s.coalescing() }

@@ -23,7 +23,8 @@ import (
 //
 // The parameters prefix (WithPrefix, default DefaultPrefix),
 // eviction_check (WithEvictionCheck, true or false), persistence_check
-// (WithPersistenceCheck, true or false) and replicas with replicas_timeout
+// (WithPersistenceCheck, true or false), coalesce (WithCoalescing, true or
+// false) and replicas with replicas_timeout
 // (WithReplicas, e.g. replicas=1&replicas_timeout=200ms; the timeout
 // defaults to 1s) configure the Store;
 // every other parameter goes to go-redis's ParseURL or ParseClusterURL
@@ -56,6 +57,9 @@ func openURL(ctx context.Context, u *url.URL) (store.Store, error) {
 	}
 	if p.Has("persistence_check") {
 		opts = append(opts, WithPersistenceCheck(p.Bool("persistence_check", true)))
+	}
+	if p.Has("coalesce") {
+		opts = append(opts, WithCoalescing(p.Bool("coalesce", false)))
 	}
 	if p.Has("replicas") || p.Has("replicas_timeout") {
 		opts = append(opts, WithReplicas(p.Int("replicas", 0), p.Duration("replicas_timeout", time.Second)))

@@ -65,11 +65,24 @@ func TestOpenURLPrefix(t *testing.T) {
 	assert.Equal(t, []string{"app1:k"}, mr.Keys())
 }
 
+// coalesce=true turns WithCoalescing on; without it the Store sends every
+// call alone.
+func TestOpenURLCoalesce(t *testing.T) {
+	mr, _ := newMini(t)
+	for q, want := range map[string]bool{"coalesce=true": true, "coalesce=false": false, "": false} {
+		st, err := store.Open(t.Context(), "redis://"+mr.Addr()+"?eviction_check=false&persistence_check=false&"+q)
+		require.NoError(t, err, q)
+		assert.Equal(t, want, redis.Coalescing(st.(*redis.Store)), "%q: coalescing", q)
+		require.NoError(t, store.Close(st))
+	}
+}
+
 func TestOpenURLRejects(t *testing.T) {
 	mr, _ := newMini(t)
 	for _, tc := range []struct{ url, want string }{
 		{"redis://" + mr.Addr() + "?prefx=a", "prefx"},
 		{"redis://" + mr.Addr() + "?eviction_check=maybe", "not true or false"},
+		{"redis://" + mr.Addr() + "?coalesce=often", "not true or false"},
 		{"redis://" + mr.Addr() + "?persistence_check=maybe", "not true or false"},
 		{"redis://" + mr.Addr() + "?replicas=-1", "WithReplicas"},
 		{"redis://" + mr.Addr() + "?replicas=1&replicas_timeout=0s", "WithReplicas"},
