@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemkit/idemkit/internal/pairbench"
 	"github.com/idemkit/idemkit/internal/testenv"
 	"github.com/idemkit/idemkit/store"
 )
@@ -297,66 +298,19 @@ RETURNING t.fingerprint, t.token, t.status, t.response, t.expires_at`
 // runPaired.
 const pairedPhase = 16
 
-// runPaired runs b.N operations over exactly workers goroutines in phases
-// that alternate between the Store's operation and the raw one: in each
-// phase every worker runs pairedPhase operations of one side, then all
-// wait for each other, so both sides meet the same drift of server load (on
-// a shared machine the load drifts more between two benchmark runs than the
-// Store costs) without competing with each other inside a phase; the
-// phases run store, raw, raw, store, … so that a steady drift favours
-// neither side. Mixing
-// the two in one phase would measure how the server's CPU is shared between
-// their connections rather than the work: a Store that coalesces sends its
-// callers' work in fewer, larger statements on fewer connections, which
-// then get fewer of the server's turns than the raw side's many. It
-// reports each side's wall time per operation (with workers callers; at
-// one worker, the mean latency) and the Store's throughput relative to raw
-// (raw time per operation / Store time per operation).
+// runPaired runs b.N operations over exactly workers goroutines, the
+// Store's and raw's in alternating phases of pairedPhase operations per
+// worker (internal/pairbench, which says why phases and not operation by
+// operation). It reports each side's wall time per operation (with workers
+// callers; at one worker, the mean latency) and the Store's throughput
+// relative to raw (raw time per operation / Store time per operation).
 func runPaired(b *testing.B, workers int, storeOp, rawOp func(i int) error) {
 	b.Helper()
-	var side [2]struct {
-		elapsed time.Duration
-		n       int
-	}
-	ops := [2]func(i int) error{storeOp, rawOp}
-	b.ResetTimer()
-	for done, phase := 0, 0; done < b.N; phase++ {
-		k := [4]int{0, 1, 1, 0}[phase%4] // store, raw, raw, store: a steady drift in load favours neither
-		n := min(b.N-done, workers*pairedPhase)
-		first := done
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		began := time.Now()
-		for range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					i := int(next.Add(1) - 1)
-					if i >= n {
-						return
-					}
-					if err := ops[k](first + i); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		side[k].elapsed += time.Since(began)
-		side[k].n += n
-		done += n
-		if b.Failed() {
-			return
-		}
-	}
-	b.StopTimer()
-	if side[0].n == 0 || side[1].n == 0 {
+	st, raw := pairbench.Run(b, workers, workers*pairedPhase, storeOp, rawOp)
+	if st.N == 0 || raw.N == 0 {
 		return
 	}
-	storePer := float64(side[0].elapsed) / float64(side[0].n)
-	rawPer := float64(side[1].elapsed) / float64(side[1].n)
+	storePer, rawPer := float64(st.PerOp()), float64(raw.PerOp())
 	b.ReportMetric(storePer*float64(workers)/1e3, "store-µs/op")
 	b.ReportMetric(rawPer*float64(workers)/1e3, "raw-µs/op")
 	b.ReportMetric(rawPer/storePer, "store/raw")

@@ -12,6 +12,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/idemkit/idemkit/internal/pairbench"
 	"github.com/idemkit/idemkit/internal/testenv"
 	"github.com/idemkit/idemkit/store"
 )
@@ -455,73 +456,24 @@ func BenchmarkPaired(b *testing.B) {
 	}
 }
 
-// phaseOps is the number of operations of one side in one block of
+// phaseOps is the number of operations of one side in one phase of
 // runPhased.
 const phaseOps = 256
 
-// runPhased runs b.N store ops and b.N raw ops with w workers, in blocks of
-// phaseOps: all w workers do store ops until the block is done, then raw
-// ops, then store again (which side goes first alternating), and it
-// reports each side's throughput over its blocks' wall time and their
-// ratio. Unlike BenchmarkPaired's op-by-op alternation, the two never run
-// at the same moment: a store that sends concurrent operations together
-// frees the server and the client's CPU, and op by op the raw operations
-// running beside it would take that gain for themselves. Blocks of a few
-// milliseconds still put both sides under the same load from the rest of
-// the machine.
+// runPhased runs b.N operations with w workers, the store's and raw's in
+// alternating phases of phaseOps (internal/pairbench): unlike
+// BenchmarkPaired's op-by-op alternation, the two never run at the same
+// moment, since a store that sends concurrent operations together frees the
+// server and the client's CPU, and raw operations running beside it would
+// take that gain for themselves. It reports each side's throughput over its
+// phases' wall time and their ratio.
 func runPhased(b *testing.B, w int, storeOp, rawOp func(int) error) {
-	var (
-		storeTime, rawTime time.Duration
-		first              error
-		mu                 sync.Mutex
-	)
-	block := func(op func(int) error, lo, hi int) time.Duration {
-		var (
-			next atomic.Int64
-			wg   sync.WaitGroup
-		)
-		next.Store(int64(lo))
-		start := time.Now()
-		for range w {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					i := next.Add(1) - 1
-					if i >= int64(hi) {
-						return
-					}
-					if err := op(int(i)); err != nil {
-						mu.Lock()
-						if first == nil {
-							first = err
-						}
-						mu.Unlock()
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		return time.Since(start)
+	st, raw := pairbench.Run(b, w, phaseOps, storeOp, rawOp)
+	if st.N == 0 || raw.N == 0 {
+		return
 	}
-	b.ResetTimer()
-	for k, lo := 0, 0; lo < b.N && first == nil; k, lo = k+1, lo+phaseOps {
-		hi := min(lo+phaseOps, b.N)
-		if k%2 == 0 {
-			storeTime += block(storeOp, lo, hi)
-			rawTime += block(rawOp, lo, hi)
-		} else {
-			rawTime += block(rawOp, lo, hi)
-			storeTime += block(storeOp, lo, hi)
-		}
-	}
-	b.StopTimer()
-	if first != nil {
-		b.Fatal(first)
-	}
-	storeRate := float64(b.N) / storeTime.Seconds()
-	rawRate := float64(b.N) / rawTime.Seconds()
+	storeRate := float64(st.N) / st.Elapsed.Seconds()
+	rawRate := float64(raw.N) / raw.Elapsed.Seconds()
 	b.ReportMetric(storeRate, "store-ops/s")
 	b.ReportMetric(rawRate, "raw-ops/s")
 	b.ReportMetric(storeRate/rawRate, "store/raw")
