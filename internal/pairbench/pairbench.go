@@ -35,20 +35,20 @@ func (s Side) PerOp() time.Duration {
 	return s.Elapsed / time.Duration(s.N)
 }
 
-// Run runs b.N operations in all, in phases of phase operations of one side
-// each, over exactly workers goroutines. Every operation gets its own index
-// i, from 0 to b.N-1 across both sides. It resets b's timer first and stops
+// Run runs n operations in all (b.N, in a benchmark), in phases of phase
+// operations of one side each, over exactly workers goroutines. Every
+// operation gets its own index i, from 0 to n-1 across both sides. It resets b's timer first and stops
 // it when done; the first error fails b (b.Error), and Run returns once the
 // phase in which it happened has ended.
-func Run(b *testing.B, workers, phase int, storeOp, rawOp func(i int) error) (store, raw Side) {
+func Run(b *testing.B, n, workers, phase int, storeOp, rawOp func(i int) error) (store, raw Side) {
 	b.Helper()
 	phase = max(phase, 1)
 	sides := [2]*Side{&store, &raw}
 	ops := [2]func(int) error{storeOp, rawOp}
 	b.ResetTimer()
-	for done, p := 0, 0; done < b.N; p++ {
+	for done, p := 0, 0; done < n; p++ {
 		k := [4]int{0, 1, 1, 0}[p%4]
-		n := min(b.N-done, phase)
+		m := min(n-done, phase)
 		first := done
 		var next atomic.Int64
 		var wg sync.WaitGroup
@@ -57,7 +57,7 @@ func Run(b *testing.B, workers, phase int, storeOp, rawOp func(i int) error) (st
 			wg.Go(func() {
 				for {
 					i := int(next.Add(1) - 1)
-					if i >= n {
+					if i >= m {
 						return
 					}
 					if err := ops[k](first + i); err != nil {
@@ -69,8 +69,8 @@ func Run(b *testing.B, workers, phase int, storeOp, rawOp func(i int) error) (st
 		}
 		wg.Wait()
 		sides[k].Elapsed += time.Since(began)
-		sides[k].N += n
-		done += n
+		sides[k].N += m
+		done += m
 		if b.Failed() {
 			break
 		}

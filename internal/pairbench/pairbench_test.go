@@ -33,8 +33,7 @@ func TestRunPhases(t *testing.T) {
 		if b.N != 1 {
 			return // run once, whatever N testing picks next
 		}
-		b.N = len(seen)
-		store, raw = Run(b, 4, 10, op(0), op(1))
+		store, raw = Run(b, len(seen), 4, 10, op(0), op(1))
 	})
 	for i := range seen {
 		if n := seen[i].Load(); n != 1 {
@@ -63,8 +62,7 @@ func TestRunStopsAtAnError(t *testing.T) {
 		if b.N != 1 {
 			return
 		}
-		b.N = 1000
-		Run(b, 2, 10, func(int) error {
+		Run(b, 1000, 2, 10, func(int) error {
 			calls.Add(1)
 			return errors.New("broken")
 		}, func(int) error { return nil })

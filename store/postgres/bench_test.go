@@ -306,7 +306,7 @@ const pairedPhase = 16
 // relative to raw (raw time per operation / Store time per operation).
 func runPaired(b *testing.B, workers int, storeOp, rawOp func(i int) error) {
 	b.Helper()
-	st, raw := pairbench.Run(b, workers, workers*pairedPhase, storeOp, rawOp)
+	st, raw := pairbench.Run(b, b.N, workers, workers*pairedPhase, storeOp, rawOp)
 	if st.N == 0 || raw.N == 0 {
 		return
 	}

@@ -468,7 +468,7 @@ const phaseOps = 256
 // take that gain for themselves. It reports each side's throughput over its
 // phases' wall time and their ratio.
 func runPhased(b *testing.B, w int, storeOp, rawOp func(int) error) {
-	st, raw := pairbench.Run(b, w, phaseOps, storeOp, rawOp)
+	st, raw := pairbench.Run(b, b.N, w, phaseOps, storeOp, rawOp)
 	if st.N == 0 || raw.N == 0 {
 		return
 	}
