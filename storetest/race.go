@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/idemkit/idemkit/store"
 )
@@ -225,12 +226,21 @@ var raceGetCases = []testCase{
 		var wg sync.WaitGroup
 		errs := make(chan string, writers+readers)
 		start := make(chan struct{})
+		// Readers go on until every writer is done, and writers start only
+		// once every reader has read once, so reads and writes overlap
+		// however the goroutines are scheduled.
+		var writing atomic.Int32
+		writing.Store(writers)
+		var readersIn sync.WaitGroup
+		readersIn.Add(readers)
 		for _, k := range keys {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				defer writing.Add(-1)
 				k := k // renamed below as its records complete
 				<-start
+				readersIn.Wait()
 				for i := 0; i < cycles; i++ {
 					tok := store.NewToken()
 					c, err := e.s.Claim(e.ctx, k, "fp", tok, long)
@@ -259,8 +269,18 @@ var raceGetCases = []testCase{
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				in := false
+				defer func() {
+					if !in {
+						readersIn.Done() // failed on its first read: let the writers go
+					}
+				}()
 				<-start
-				for i := 0; i < reads; i++ {
+				for i := 0; i < reads || writing.Load() > 0; i++ {
+					if i == 1 {
+						in = true
+						readersIn.Done()
+					}
 					k := keys[(r+i)%len(keys)]
 					for j := 0; j < i%4; j++ {
 						k += "+"
