@@ -1,15 +1,10 @@
 package echoidem_test
 
 import (
-	"context"
 	"crypto/rand"
-	"database/sql"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,78 +15,19 @@ import (
 
 	"github.com/idemkit/idemkit/contrib/echoidem"
 	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/internal/frameworktest"
 	"github.com/idemkit/idemkit/store"
-	"github.com/idemkit/idemkit/store/memory"
-	"github.com/idemkit/idemkit/store/sqlite"
 )
 
-// payments is the effect: rows in SQLite written in the middleware's
-// transaction (tx mode), or a counter (lease mode).
-type payments struct {
-	mu   sync.Mutex
-	n    int
-	db   *sql.DB // tx mode
-	hold chan struct{}
-	in   chan struct{}
-}
+// The payments effect, the modes and the client come from
+// internal/frameworktest, shared with the other framework integrations.
+type (
+	payments = frameworktest.Payments
+	mode     = frameworktest.Mode
+	result   = frameworktest.Result
+)
 
-func (p *payments) create(ctx context.Context, amount int) (int64, error) {
-	if p.in != nil {
-		p.in <- struct{}{}
-		<-p.hold
-	}
-	if p.db != nil {
-		tx, ok := sqlite.TxFrom(ctx)
-		if !ok {
-			return 0, errors.New("not in the idempotency transaction")
-		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO payments (amount) VALUES (?)`, amount)
-		if err != nil {
-			return 0, err
-		}
-		return res.LastInsertId()
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.n++
-	return int64(p.n), nil
-}
-
-func (p *payments) count(t *testing.T) int {
-	t.Helper()
-	if p.db != nil {
-		var n int
-		require.NoError(t, p.db.QueryRow(`SELECT count(*) FROM payments`).Scan(&n))
-		return n
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.n
-}
-
-type mode struct {
-	name string
-	open func(t *testing.T) (store.Store, *payments)
-	opts []httpidem.Option
-}
-
-var modes = []mode{
-	{"lease/memory", func(t *testing.T) (store.Store, *payments) {
-		st, err := memory.New()
-		require.NoError(t, err)
-		t.Cleanup(func() { st.Close() })
-		return st, &payments{}
-	}, nil},
-	{"transactional/sqlite", func(t *testing.T) (store.Store, *payments) {
-		st, err := sqlite.Open(filepath.Join(t.TempDir(), "idem.db"))
-		require.NoError(t, err)
-		t.Cleanup(func() { st.Close() })
-		require.NoError(t, st.Migrate(t.Context()))
-		_, err = st.DB().Exec(`CREATE TABLE payments (id INTEGER PRIMARY KEY AUTOINCREMENT, amount INTEGER NOT NULL)`)
-		require.NoError(t, err)
-		return st, &payments{db: st.DB()}
-	}, []httpidem.Option{httpidem.WithTransactions()}},
-}
+var modes = frameworktest.Modes
 
 type payReq struct {
 	Amount int `json:"amount"`
@@ -100,7 +36,7 @@ type payReq struct {
 // server is an echo app with POST /payments behind echoidem.
 func server(t *testing.T, m mode, st store.Store, p *payments, opts ...httpidem.Option) *httptest.Server {
 	t.Helper()
-	mw0, err := httpidem.New(st, append(opts, m.opts...)...)
+	mw0, err := httpidem.New(st, append(opts, m.Opts...)...)
 	require.NoError(t, err)
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -118,7 +54,7 @@ func server(t *testing.T, m mode, st store.Store, p *payments, opts ...httpidem.
 		case 500:
 			return errors.New("provider down") // echo answers 500
 		}
-		id, err := p.create(c.Request().Context(), req.Amount)
+		id, err := p.Create(c.Request().Context(), "", req.Amount)
 		if err != nil {
 			return err
 		}
@@ -130,33 +66,15 @@ func server(t *testing.T, m mode, st store.Store, p *payments, opts ...httpidem.
 	return srv
 }
 
-type result struct {
-	status   int
-	body     string
-	replayed bool
-	header   http.Header
-}
-
 func post(t *testing.T, url, key, body string) result {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Idempotency-Key", `"`+key+`"`)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return result{resp.StatusCode, string(b), resp.Header.Get("Idempotent-Replayed") == "true", resp.Header}
+	return frameworktest.Post(t, url, key, body)
 }
 
 func TestTenParallelOnePayment(t *testing.T) {
 	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			st, p := m.open(t)
+		t.Run(m.Name, func(t *testing.T) {
+			st, p := m.Open(t)
 			srv := server(t, m, st, p, httpidem.WithWait(10*time.Second))
 			key := rand.Text()
 			results := make([]result, 10)
@@ -167,21 +85,21 @@ func TestTenParallelOnePayment(t *testing.T) {
 			wg.Wait()
 			replays := 0
 			for _, r := range results {
-				require.Equal(t, http.StatusCreated, r.status, r.body)
-				assert.JSONEq(t, `{"id":1,"amount":1990}`, r.body)
-				assert.Equal(t, "/payments/1", r.header.Get("Location"))
-				if r.replayed {
+				require.Equal(t, http.StatusCreated, r.Status, r.Body)
+				assert.JSONEq(t, `{"id":1,"amount":1990}`, r.Body)
+				assert.Equal(t, "/payments/1", r.Header.Get("Location"))
+				if r.Replayed {
 					replays++
 				}
 			}
 			assert.Equal(t, 9, replays)
-			assert.Equal(t, 1, p.count(t), "one payment")
+			assert.Equal(t, 1, p.Count(t), "one payment")
 
 			r := post(t, srv.URL+"/payments", key, `{"amount":9999}`)
-			assert.Equal(t, http.StatusUnprocessableEntity, r.status)
+			assert.Equal(t, http.StatusUnprocessableEntity, r.Status)
 			r = post(t, srv.URL+"/payments", "", `{"amount":1990}`)
-			assert.Equal(t, http.StatusBadRequest, r.status)
-			assert.Equal(t, 1, p.count(t))
+			assert.Equal(t, http.StatusBadRequest, r.Status)
+			assert.Equal(t, 1, p.Count(t))
 		})
 	}
 }
@@ -190,13 +108,13 @@ func TestTenParallelOnePayment(t *testing.T) {
 // in flight 409 with Retry-After; after the first finishes they replay.
 func TestConflictThenReplay(t *testing.T) {
 	m := modes[0]
-	st, p := m.open(t)
-	p.in, p.hold = make(chan struct{}, 1), make(chan struct{})
+	st, p := m.Open(t)
+	p.In, p.Hold = make(chan struct{}, 1), make(chan struct{})
 	srv := server(t, m, st, p)
 	key := rand.Text()
 	first := make(chan result, 1)
 	go func() { first <- post(t, srv.URL+"/payments", key, `{"amount":7}`) }()
-	<-p.in
+	<-p.In
 	var wg sync.WaitGroup
 	results := make([]result, 9)
 	for i := range results {
@@ -204,17 +122,17 @@ func TestConflictThenReplay(t *testing.T) {
 	}
 	wg.Wait()
 	for _, r := range results {
-		assert.Equal(t, http.StatusConflict, r.status)
-		assert.NotEmpty(t, r.header.Get("Retry-After"))
+		assert.Equal(t, http.StatusConflict, r.Status)
+		assert.NotEmpty(t, r.Header.Get("Retry-After"))
 	}
-	close(p.hold)
+	close(p.Hold)
 	f := <-first
-	require.Equal(t, http.StatusCreated, f.status)
+	require.Equal(t, http.StatusCreated, f.Status)
 	again := post(t, srv.URL+"/payments", key, `{"amount":7}`)
-	assert.Equal(t, http.StatusCreated, again.status)
-	assert.True(t, again.replayed)
-	assert.Equal(t, f.body, again.body)
-	assert.Equal(t, 1, p.count(t))
+	assert.Equal(t, http.StatusCreated, again.Status)
+	assert.True(t, again.Replayed)
+	assert.Equal(t, f.Body, again.Body)
+	assert.Equal(t, 1, p.Count(t))
 }
 
 // TestHandlerErrors: an error returned by the handler becomes the response
@@ -223,25 +141,25 @@ func TestConflictThenReplay(t *testing.T) {
 // after the middleware has stored an empty one).
 func TestHandlerErrors(t *testing.T) {
 	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			st, p := m.open(t)
+		t.Run(m.Name, func(t *testing.T) {
+			st, p := m.Open(t)
 			srv := server(t, m, st, p)
 			key := rand.Text()
 			first := post(t, srv.URL+"/payments", key, `{"amount":402}`)
-			assert.Equal(t, http.StatusPaymentRequired, first.status)
-			assert.Contains(t, first.body, "card declined")
+			assert.Equal(t, http.StatusPaymentRequired, first.Status)
+			assert.Contains(t, first.Body, "card declined")
 			again := post(t, srv.URL+"/payments", key, `{"amount":402}`)
-			assert.Equal(t, http.StatusPaymentRequired, again.status)
-			assert.True(t, again.replayed)
-			assert.Equal(t, first.body, again.body)
+			assert.Equal(t, http.StatusPaymentRequired, again.Status)
+			assert.True(t, again.Replayed)
+			assert.Equal(t, first.Body, again.Body)
 
 			key = rand.Text()
 			r := post(t, srv.URL+"/payments", key, `{"amount":500}`)
-			assert.Equal(t, http.StatusInternalServerError, r.status)
+			assert.Equal(t, http.StatusInternalServerError, r.Status)
 			r = post(t, srv.URL+"/payments", key, `{"amount":500}`)
-			assert.Equal(t, http.StatusInternalServerError, r.status)
-			assert.False(t, r.replayed, "a 500 released the key: the retry ran")
-			assert.Equal(t, 0, p.count(t))
+			assert.Equal(t, http.StatusInternalServerError, r.Status)
+			assert.False(t, r.Replayed, "a 500 released the key: the retry ran")
+			assert.Equal(t, 0, p.Count(t))
 		})
 	}
 }
