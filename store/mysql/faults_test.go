@@ -1,18 +1,15 @@
 package mysql
 
 import (
-	"context"
 	"database/sql"
-	"errors"
 	"testing"
-	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemkit/idemkit/internal/faultcases"
 	"github.com/idemkit/idemkit/internal/faultproxy"
 	"github.com/idemkit/idemkit/internal/testenv"
-	"github.com/idemkit/idemkit/store"
 )
 
 // proxied returns a Store on its own table whose pool reaches the server
@@ -33,114 +30,26 @@ func proxied(t *testing.T) (*Store, *faultproxy.Proxy) {
 	return newTestStore(t, db), p
 }
 
-func requireFailure(t *testing.T, err error) {
-	t.Helper()
-	require.Error(t, err)
-	for _, sentinel := range []error{store.ErrLeaseLost, store.ErrNotFound, store.ErrInvalid} {
-		require.NotErrorIs(t, err, sentinel)
-	}
-}
+// The fault cases live in internal/faultcases, shared with the other SQL
+// backend; RELIABILITY.md names them by these tests.
 
-// TestLostReplies: the server does the work but the reply never arrives.
-// Every call fails with a driver error, and retrying it with the same token
-// gives the answer the first call would have given.
-func TestLostReplies(t *testing.T) {
-	ctx := t.Context()
-	s, p := proxied(t)
-	tok := store.NewToken()
+func proxiedTx(t *testing.T) (faultcases.TxStore, *faultproxy.Proxy) { return proxied(t) }
 
-	p.LoseReplyTo([]byte("lost-claim"))
-	_, err := s.Claim(ctx, "lost-claim", "fp", tok, time.Minute)
-	requireFailure(t, err)
-	c, err := s.Claim(ctx, "lost-claim", "fp", tok, time.Minute)
-	require.NoError(t, err)
-	require.Equal(t, store.Acquired, c.Outcome, "the retried Claim holds the key it took")
+// TestLostReplies: the server does the work but the reply never arrives;
+// retrying with the same token gives the answer the first call would have.
+func TestLostReplies(t *testing.T) { faultcases.LostReplies(t, proxiedTx) }
 
-	p.LoseReplyTo([]byte("done-response"))
-	requireFailure(t, s.Complete(ctx, "lost-claim", tok, []byte("done-response"), time.Hour))
-	require.NoError(t, s.Complete(ctx, "lost-claim", tok, []byte("done-response"), time.Hour))
-	c, err = s.Claim(ctx, "lost-claim", "fp", store.NewToken(), time.Minute)
-	require.NoError(t, err)
-	require.Equal(t, store.Completed, c.Outcome)
-	require.Equal(t, []byte("done-response"), c.Record.Response)
-
-	rel := store.NewToken()
-	_, err = s.Claim(ctx, "lost-release", "fp", rel, time.Minute)
-	require.NoError(t, err)
-	p.LoseReplyTo([]byte("lost-release"))
-	requireFailure(t, s.Release(ctx, "lost-release", rel))
-	require.NoError(t, s.Release(ctx, "lost-release", rel))
-	_, err = s.Get(ctx, "lost-release")
-	require.ErrorIs(t, err, store.ErrNotFound)
-}
-
-// TestLostCommitReply: the transaction commits but its reply is lost (the
-// seeds' "crash between COMMIT and the response"): the retry replays the
-// committed record instead of doing the work again.
+// TestLostCommitReply: the transaction commits but its reply is lost; the
+// retry replays the committed record.
 func TestLostCommitReply(t *testing.T) {
-	ctx := t.Context()
-	s, p := proxied(t)
-	runs := 0
-	pay := func() (store.Outcome, error) {
-		var out store.Outcome
-		err := s.InTx(ctx, func(ctx context.Context, ts store.Store) error {
-			tok := store.NewToken()
-			c, err := ts.Claim(ctx, "k", "fp", tok, time.Minute)
-			if err != nil {
-				return err
-			}
-			out = c.Outcome
-			if c.Outcome != store.Acquired {
-				return nil
-			}
-			runs++
-			return ts.Complete(ctx, "k", tok, []byte("paid"), time.Hour)
-		})
-		return out, err
-	}
-	p.LoseReplyTo([]byte("COMMIT"))
-	_, err := pay()
-	requireFailure(t, err)
-	require.Contains(t, err.Error(), "mysql: commit:")
-	out, err := pay()
-	require.NoError(t, err)
-	require.Equal(t, store.Completed, out)
-	require.Equal(t, 1, runs, "the work ran once")
+	faultcases.LostCommitReply(t, proxiedTx, []byte("COMMIT"), "mysql: commit:")
 }
 
-// TestBlackholedServer: a server that stops answering (a network partition)
-// does not hang a call past its context.
-func TestBlackholedServer(t *testing.T) {
-	s, p := proxied(t)
-	_, err := s.Get(t.Context(), "warm") // one live connection in the pool
-	require.ErrorIs(t, err, store.ErrNotFound)
-	p.SetBlackhole(true)
-	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
-	defer cancel()
-	began := time.Now()
-	_, err = s.Claim(ctx, "k", "fp", store.NewToken(), time.Minute)
-	requireFailure(t, err)
-	require.True(t, errors.Is(err, context.DeadlineExceeded), "error %v matches the context's", err)
-	require.Less(t, time.Since(began), 5*time.Second)
-	p.SetBlackhole(false)
-}
+// TestBlackholedServer: a partition does not hang a call past its context.
+func TestBlackholedServer(t *testing.T) { faultcases.BlackholedServer(t, proxiedTx) }
 
-// TestConnectionsCutMidTransaction: every connection is cut while InTx's
-// function runs (the server went away): the call fails, nothing commits,
-// and the key is free once the server has noticed.
+// TestConnectionsCutMidTransaction: connections cut inside InTx commit
+// nothing and leave the key free.
 func TestConnectionsCutMidTransaction(t *testing.T) {
-	ctx := t.Context()
-	s, p := proxied(t)
-	err := s.InTx(ctx, func(ctx context.Context, ts store.Store) error {
-		tok := store.NewToken()
-		if _, err := ts.Claim(ctx, "k", "fp", tok, time.Minute); err != nil {
-			return err
-		}
-		p.CutAll()
-		return ts.Complete(ctx, "k", tok, []byte("half"), time.Hour)
-	})
-	requireFailure(t, err)
-	c, err := s.Claim(ctx, "k", "fp", store.NewToken(), time.Minute)
-	require.NoError(t, err)
-	require.Equal(t, store.Acquired, c.Outcome, "the key is free")
+	faultcases.ConnectionsCutMidTransaction(t, proxiedTx)
 }
