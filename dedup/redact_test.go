@@ -1,13 +1,10 @@
 package dedup_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/dedup"
+	"github.com/idemkit/idemkit/internal/redacttest"
 	"github.com/idemkit/idemkit/keyer"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/memory"
@@ -30,67 +28,6 @@ const (
 
 var errDown = errors.New("test: store down")
 
-// quotingStore makes chosen calls fail with an error quoting the key, as
-// the Redis and memory backends' errors do.
-type quotingStore struct {
-	store.Store
-	fail func(op, key string, n int) bool
-	mu   sync.Mutex
-	n    map[string]int
-}
-
-func (q *quotingStore) failed(op, key string) error {
-	q.mu.Lock()
-	if q.n == nil {
-		q.n = map[string]int{}
-	}
-	q.n[op+key]++
-	n := q.n[op+key]
-	q.mu.Unlock()
-	if q.fail(op, key, n) {
-		return fmt.Errorf("test: %s: key %q: %w", op, key, errDown)
-	}
-	return nil
-}
-
-func (q *quotingStore) Claim(ctx context.Context, key, fp string, tok store.Token, lease time.Duration) (store.Claim, error) {
-	if err := q.failed("claim", key); err != nil {
-		return store.Claim{}, err
-	}
-	return q.Store.Claim(ctx, key, fp, tok, lease)
-}
-
-func (q *quotingStore) Complete(ctx context.Context, key string, tok store.Token, resp []byte, retention time.Duration) error {
-	if err := q.failed("complete", key); err != nil {
-		return err
-	}
-	return q.Store.Complete(ctx, key, tok, resp, retention)
-}
-
-func (q *quotingStore) Release(ctx context.Context, key string, tok store.Token) error {
-	if err := q.failed("release", key); err != nil {
-		return err
-	}
-	return q.Store.Release(ctx, key, tok)
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // scriptDedup processes: an id whose Complete is retried, its duplicate, a
 // payload mismatch, an id in flight, a failing fn whose release fails, a
 // store that is down, a lost lease, a nil fn and ProcessTx on a store without transactions. It returns the log and the
@@ -103,7 +40,7 @@ func scriptDedup(t *testing.T, opts ...dedup.Option) (logs string, errs []string
 	t.Cleanup(func() { mem.Close() })
 	id := func(name string) string { return rawID + "-" + name }
 	var d *dedup.Deduper
-	q := &quotingStore{Store: mem, fail: func(op, key string, n int) bool {
+	q := &redacttest.QuotingStore{Err: errDown, Store: mem, Fail: func(op, key string, n int) bool {
 		switch {
 		case key == d.Key(id("done")) && op == "complete":
 			return n <= 2
@@ -114,7 +51,7 @@ func scriptDedup(t *testing.T, opts ...dedup.Option) (logs string, errs []string
 		}
 		return false
 	}}
-	var buf syncBuffer
+	var buf redacttest.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	d = newDeduper(t, q, append([]dedup.Option{dedup.WithScope(rawTenant), dedup.WithLogger(logger), dedup.WithLease(200 * time.Millisecond)}, opts...)...)
 	ctx := t.Context()

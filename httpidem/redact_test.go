@@ -1,14 +1,11 @@
 package httpidem_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/internal/redacttest"
 	"github.com/idemkit/idemkit/keyer"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/memory"
@@ -29,67 +27,6 @@ const (
 	rawClient = "client-key-Zk41"
 )
 
-// quotingStore makes chosen calls fail with an error that quotes the key,
-// as the Redis and memory backends' errors do.
-type quotingStore struct {
-	store.Store
-	fail func(op, key string, n int) bool
-	mu   sync.Mutex
-	n    map[string]int
-}
-
-func (q *quotingStore) failed(op, key string) error {
-	q.mu.Lock()
-	if q.n == nil {
-		q.n = map[string]int{}
-	}
-	q.n[op+key]++
-	n := q.n[op+key]
-	q.mu.Unlock()
-	if q.fail(op, key, n) {
-		return fmt.Errorf("test: %s: key %q: %w", op, key, errDown)
-	}
-	return nil
-}
-
-func (q *quotingStore) Claim(ctx context.Context, key, fp string, tok store.Token, lease time.Duration) (store.Claim, error) {
-	if err := q.failed("claim", key); err != nil {
-		return store.Claim{}, err
-	}
-	return q.Store.Claim(ctx, key, fp, tok, lease)
-}
-
-func (q *quotingStore) Complete(ctx context.Context, key string, tok store.Token, resp []byte, retention time.Duration) error {
-	if err := q.failed("complete", key); err != nil {
-		return err
-	}
-	return q.Store.Complete(ctx, key, tok, resp, retention)
-}
-
-func (q *quotingStore) Release(ctx context.Context, key string, tok store.Token) error {
-	if err := q.failed("release", key); err != nil {
-		return err
-	}
-	return q.Store.Release(ctx, key, tok)
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // scriptHTTP sends a scripted set of requests: a first request whose
 // Complete is retried, its replay, a 422, a 409, a 500 whose release fails,
 // a 503 (the store is down) and a lease lost while the handler runs. It
@@ -102,7 +39,7 @@ func scriptHTTP(t *testing.T, opts ...httpidem.Option) (string, []string) {
 	t.Cleanup(func() { mem.Close() })
 	client := func(name string) string { return rawClient + "-" + name }
 	scoped := func(name string) string { return mustScoped(t, client(name), rawTenant) }
-	q := &quotingStore{Store: mem, fail: func(op, key string, n int) bool {
+	q := &redacttest.QuotingStore{Err: errDown, Store: mem, Fail: func(op, key string, n int) bool {
 		switch {
 		case key == scoped("done") && op == "complete":
 			return n <= 2
@@ -113,7 +50,7 @@ func scriptHTTP(t *testing.T, opts ...httpidem.Option) (string, []string) {
 		}
 		return false
 	}}
-	var logs syncBuffer
+	var logs redacttest.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	started, release := make(chan struct{}), make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

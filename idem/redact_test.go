@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/redacttest"
 	"github.com/idemkit/idemkit/keyer"
 	"github.com/idemkit/idemkit/store"
 )
@@ -25,50 +26,6 @@ const (
 	rawTenant = "tenant-acme-7Qx"
 	rawClient = "client-key-Zk41"
 )
-
-// quoting wraps a store so that its errors quote the key, as the Redis and
-// memory backends do; fail says which calls fail.
-type quoting struct {
-	store.Store
-	fail func(op, key string, n int) bool
-	mu   sync.Mutex
-	n    map[string]int
-}
-
-func (q *quoting) failed(op, key string) error {
-	q.mu.Lock()
-	if q.n == nil {
-		q.n = map[string]int{}
-	}
-	q.n[op+key]++
-	n := q.n[op+key]
-	q.mu.Unlock()
-	if q.fail != nil && q.fail(op, key, n) {
-		return fmt.Errorf("test: %s: key %q: %w", op, key, errBlip)
-	}
-	return nil
-}
-
-func (q *quoting) Claim(ctx context.Context, key, fp string, tok store.Token, lease time.Duration) (store.Claim, error) {
-	if err := q.failed("claim", key); err != nil {
-		return store.Claim{}, err
-	}
-	return q.Store.Claim(ctx, key, fp, tok, lease)
-}
-
-func (q *quoting) Complete(ctx context.Context, key string, tok store.Token, resp []byte, retention time.Duration) error {
-	if err := q.failed("complete", key); err != nil {
-		return err
-	}
-	return q.Store.Complete(ctx, key, tok, resp, retention)
-}
-
-func (q *quoting) Release(ctx context.Context, key string, tok store.Token) error {
-	if err := q.failed("release", key); err != nil {
-		return err
-	}
-	return q.Store.Release(ctx, key, tok)
-}
 
 // scripted is what a scripted run wrote: every log line, every returned
 // error's text, every event.
@@ -93,7 +50,7 @@ func runScript(t *testing.T, opts ...idem.Option) scripted {
 	}
 	kDone, kBusy, kRelease, kDown, kLost := k("done"), k("busy"), k("release"), k("down"), k("lost")
 	mem, clock := newManualMemory(t)
-	q := &quoting{Store: mem, fail: func(op, key string, n int) bool {
+	q := &redacttest.QuotingStore{Err: errBlip, Store: mem, Fail: func(op, key string, n int) bool {
 		switch {
 		case key == kDone && op == "complete":
 			return n <= 2 // retried, logged
@@ -238,7 +195,7 @@ func TestKeyRedactorNilRejected(t *testing.T) {
 // A short key is replaced where it stands alone, not inside longer words.
 func TestKeyRedactedInStoreErrorText(t *testing.T) {
 	const k = "ab"
-	q := &quoting{Store: newMemory(t), fail: func(op, _ string, _ int) bool { return op == "claim" }}
+	q := &redacttest.QuotingStore{Err: errBlip, Store: newMemory(t), Fail: func(op, _ string, _ int) bool { return op == "claim" }}
 	e := newEngine(t, q, idem.WithKeyRedactor(func(string) string { return "H" }))
 	_, err := e.Run(t.Context(), k, "", func(context.Context) idem.Verdict { return idem.Keep(nil) })
 	require.Error(t, err)
