@@ -28,13 +28,25 @@ func TestREADME(t *testing.T) {
 	if len(blocks) < 5 {
 		t.Fatalf("found only %d Go blocks in README.md", len(blocks))
 	}
-	// A directory under this package, inside the module so the build uses
-	// its go.mod and go.sum; the leading "_" hides it from ./... patterns.
-	dir, err := os.MkdirTemp(".", "_readme-")
+	// A module of its own in a temporary directory, outside the source tree
+	// (the test writes nothing into it), that requires this module through
+	// a replace to the checkout: the snippets build against the code as it is.
+	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := t.TempDir()
+	gomod := fmt.Sprintf("module readme\n\ngo 1.26\n\nrequire github.com/idemkit/idemkit v0.0.0\n\nreplace github.com/idemkit/idemkit => %s\n", root)
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for i, b := range blocks {
 		src := File(b, "readme", fmt.Sprintf("block%d", i))
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("block_%04d.go", b.Line)), []byte(src), 0o644); err != nil {
@@ -44,8 +56,9 @@ func TestREADME(t *testing.T) {
 	cmd := exec.Command("go", "build", "-gcflags=-e", "-o", os.DevNull, ".")
 	cmd.Dir = dir
 	// GOWORK=off builds against the root module's own requirements, which may
-	// name versions the workspace never needed: let go fetch them like any build.
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly", "GOWORK=off")
+	// name versions the workspace never needed: let go fetch them like any
+	// build, and complete the temporary go.mod (-mod=mod) from them.
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
 	out, buildErr := cmd.CombinedOutput()
 	perBlock, other := attribute(string(out), blocks)
 	if buildErr != nil && len(perBlock) == 0 {

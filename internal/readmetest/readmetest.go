@@ -5,11 +5,10 @@
 // # How a block is compiled
 //
 // Every block fenced with ```go is written to its own file of one generated
-// package (in a directory under this one whose name starts with "_", so
-// ./... patterns never see it), with a //line directive so that compiler
-// errors point at README.md's own lines, and the package is built once with
-// the module's go.mod, offline. How a block is wrapped depends on how it
-// starts:
+// package, in a temporary module outside the source tree that requires this
+// module through a replace to the checkout, with a //line directive so that
+// compiler errors point at README.md's own lines; the package is built once.
+// How a block is wrapped depends on how it starts:
 //
 //   - "package ...": a whole file, compiled as it is (its package clause is
 //     replaced by the generated package's).
