@@ -89,12 +89,18 @@ var errLine = regexp.MustCompile(`^(?:\./)?(README\.md(?:-L(\d+)-wrap(?:-post)?)
 func attribute(out string, blocks []Block) (map[int][]string, []string) {
 	per := map[int][]string{}
 	var other []string
-	for _, l := range strings.Split(out, "\n") {
-		l = strings.TrimSpace(l)
+	last := -1 // the block of the previous error, for its indented continuation lines
+	for _, raw := range strings.Split(out, "\n") {
+		l := strings.TrimSpace(raw)
 		if l == "" || strings.HasPrefix(l, "#") || strings.Contains(l, "too many errors") || strings.HasPrefix(l, "go: downloading ") {
 			continue
 		}
 		m := errLine.FindStringSubmatch(l)
+		if m == nil && last >= 0 && raw != l && strings.TrimLeft(raw, " \t") == l {
+			per[last] = append(per[last], l) // "\thave …", "\twant …" under the error above
+			continue
+		}
+		last = -1
 		if m == nil {
 			other = append(other, l)
 			continue
@@ -102,6 +108,7 @@ func attribute(out string, blocks []Block) (map[int][]string, []string) {
 		if m[2] != "" {
 			n, _ := strconv.Atoi(m[2])
 			per[n] = append(per[n], "(in the readme:wrap lines) "+l)
+			last = n
 			continue
 		}
 		n, _ := strconv.Atoi(m[3])
@@ -116,6 +123,7 @@ func attribute(out string, blocks []Block) (map[int][]string, []string) {
 			continue
 		}
 		per[owner] = append(per[owner], l)
+		last = owner
 	}
 	return per, other
 }
