@@ -164,3 +164,52 @@ func TestBlocksAndFile(t *testing.T) {
 		t.Errorf("attribute = %v, %v", per, other)
 	}
 }
+
+// mdLink matches a Markdown link's target: [text](target).
+var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// mdPath matches a repository path written in backquotes, such as
+// `store/postgres/doc.go` or `examples/payments`: a path with a slash or a
+// known file ending.
+var mdPath = regexp.MustCompile("`((?:[a-z0-9_.-]+/)+[a-zA-Z0-9_.-]+\\.(?:go|md|sh|txt|sql)|[A-Z]+\\.md)`")
+
+// TestMarkdownLinks checks that every relative link and every backquoted
+// file path of the repository's Markdown files names a file that exists.
+func TestMarkdownLinks(t *testing.T) {
+	root := filepath.Join("..", "..")
+	out, err := exec.Command("git", "-C", root, "ls-files", "*.md").Output()
+	if err != nil {
+		t.Skipf("git ls-files: %v", err)
+	}
+	files := strings.Fields(string(out))
+	if len(files) < 3 {
+		t.Fatalf("found only %d Markdown files", len(files))
+	}
+	for _, f := range files {
+		md, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		check := func(target string, fromFile bool) {
+			target, _, _ = strings.Cut(target, "#")
+			if target == "" || strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				return
+			}
+			base := root
+			if fromFile {
+				base = filepath.Join(root, filepath.Dir(f))
+			}
+			if _, err := os.Stat(filepath.Join(base, target)); err != nil {
+				if _, err2 := os.Stat(filepath.Join(root, target)); fromFile || err2 != nil {
+					t.Errorf("%s names %s, which does not exist", f, target)
+				}
+			}
+		}
+		for _, m := range mdLink.FindAllStringSubmatch(string(md), -1) {
+			check(m[1], true)
+		}
+		for _, m := range mdPath.FindAllStringSubmatch(string(md), -1) {
+			check(m[1], false)
+		}
+	}
+}
