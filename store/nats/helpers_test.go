@@ -76,3 +76,12 @@ func newStore(t testing.TB, nc *natsgo.Conn, opts ...idemnats.Option) *idemnats.
 	}
 	return s
 }
+
+// tryConnect returns a connection to url that does not reconnect, or nil.
+func tryConnect(url string) *natsgo.Conn {
+	nc, err := natsgo.Connect(url, natsgo.Timeout(time.Second), natsgo.NoReconnect())
+	if err != nil {
+		return nil
+	}
+	return nc
+}

@@ -188,7 +188,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		Storage:      s.opts.storage,
 	}
 	if s.serverHasTTL() {
-		cfg.LimitMarkerTTL = time.Minute
+		cfg.LimitMarkerTTL = time.Second
 	}
 	_, err := s.js.CreateKeyValue(ctx, cfg)
 	if err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
