@@ -8,6 +8,7 @@
 //	keyer                      the standard library only
 //	storetest                  store and the standard library
 //	store/<backend>            store, internal/coalesce, its own driver, the standard library; never another backend
+//	                           (store/nats, a nested module: store and nats.go, jetstream included)
 //	internal/coalesce          the standard library only (support code for backends)
 //	idem (the engine)          store, keyer
 //	httpidem                   idem, store, keyer
@@ -49,6 +50,8 @@ var drivers = map[string][]string{
 	"store/postgres": {"github.com/jackc/pgx/v5"},
 	"store/redis":    {"github.com/redis/go-redis/v9"},
 	"store/mysql":    {"github.com/go-sql-driver/mysql"},
+	// Nested modules (their own go.mod), each on its SDK.
+	"store/nats": {"github.com/nats-io/nats.go"},
 }
 
 // allowed lists, for each library package, the packages of the module it

@@ -70,6 +70,12 @@ func TestCheckFindsViolations(t *testing.T) {
 		{ImportPath: m("store/postgres"), Imports: []string{m("internal/coalesce")}}, // good: backend support
 		{ImportPath: m("httpidem"), Imports: []string{m("internal/coalesce")}},
 		{ImportPath: m("internal/coalesce"), Imports: []string{m("store")}},
+		// The nested NATS backend: its SDK (jetstream too) is its driver, and only it.
+		{ImportPath: m("store/nats"), Imports: []string{m("store"), "github.com/nats-io/nats.go", "github.com/nats-io/nats.go/jetstream"},
+			XTestImports: []string{m("storetest"), m("internal/seedtest"), "github.com/stretchr/testify/require"}}, // good
+		{ImportPath: m("store/nats"), Imports: []string{"github.com/redis/go-redis/v9"}},
+		{ImportPath: m("store/nats"), Imports: []string{"github.com/nats-io/nats-server/v2/server"}},
+		{ImportPath: m("store/nats"), XTestImports: []string{m("store/memory")}},
 	}
 	got := Check(pkgs)
 	want := []string{
@@ -87,6 +93,9 @@ func TestCheckFindsViolations(t *testing.T) {
 		"store/redis imports " + m("store/sqlite"),
 		"store/redis imports github.com/jackc/pgx/v5",
 		"storetest imports " + m("internal/testenv"),
+		"store/nats imports github.com/redis/go-redis/v9",
+		"store/nats imports github.com/nats-io/nats-server/v2/server",
+		"store/nats imports " + m("store/memory"),
 	}
 	if len(got) != len(want) {
 		t.Fatalf("Check found %d violations, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
