@@ -52,7 +52,10 @@ func (e Exchange) String() string {
 		b.WriteString(" (no Idempotency-Key)")
 	}
 	for _, k := range e.Key {
-		fmt.Fprintf(&b, " Idempotency-Key: %s", truncate([]byte(k), 40))
+		if len(k) > 48 {
+			k = k[:48] + "…(" + strconv.Itoa(len(k)) + " bytes)"
+		}
+		fmt.Fprintf(&b, " Idempotency-Key: %s", k)
 	}
 	for _, s := range e.Scope {
 		fmt.Fprintf(&b, " [%s]", s)
