@@ -12,6 +12,7 @@
 //	internal/coalesce          the standard library only (support code for backends)
 //	idem (the engine)          store, keyer
 //	httpidem                   idem, store, keyer
+//	httpidemtest               keyer (it proves any endpoint, so it knows no store or middleware)
 //	dedup                      idem, store, keyer
 //	purge                      store
 //	idemclient                 the standard library only
@@ -57,14 +58,15 @@ var drivers = map[string][]string{
 // allowed lists, for each library package, the packages of the module it
 // may import outside its tests.
 var allowed = map[string][]string{
-	"store":      {},
-	"keyer":      {},
-	"storetest":  {"store"},
-	"idem":       {"store", "keyer"},
-	"httpidem":   {"idem", "store", "keyer"},
-	"dedup":      {"idem", "store", "keyer"},
-	"purge":      {"store"},
-	"idemclient": {},
+	"store":        {},
+	"keyer":        {},
+	"storetest":    {"store"},
+	"idem":         {"store", "keyer"},
+	"httpidem":     {"idem", "store", "keyer"},
+	"httpidemtest": {"keyer"},
+	"dedup":        {"idem", "store", "keyer"},
+	"purge":        {"store"},
+	"idemclient":   {},
 }
 
 // contribMay lists the packages of the module that a nested integration

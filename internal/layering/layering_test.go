@@ -52,6 +52,8 @@ func TestCheckFindsViolations(t *testing.T) {
 		{ImportPath: m("httpidem"), Imports: []string{m("store"), m("keyer"), m("idem")}},
 		{ImportPath: m("examples/payments"), Imports: []string{m("store/sqlite"), m("httpidem")}, TestImports: []string{m("internal/testenv")}},
 		{ImportPath: m("cmd/idemload"), Imports: []string{m("internal/loadtest")}},
+		{ImportPath: m("httpidemtest"), Imports: []string{m("keyer"), "net/http/httptest", "testing"}, XTestImports: []string{m("internal/brokenidem")}},
+		{ImportPath: m("cmd/idemcheck"), Imports: []string{m("httpidemtest")}, TestImports: []string{m("internal/brokenidem")}},
 		// Bad, one each.
 		{ImportPath: m("store"), Imports: []string{m("store/memory")}},
 		{ImportPath: m("keyer"), Imports: []string{"github.com/stretchr/testify/assert"}},
@@ -76,6 +78,8 @@ func TestCheckFindsViolations(t *testing.T) {
 		{ImportPath: m("store/nats"), Imports: []string{"github.com/redis/go-redis/v9"}},
 		{ImportPath: m("store/nats"), Imports: []string{"github.com/nats-io/nats-server/v2/server"}},
 		{ImportPath: m("store/nats"), XTestImports: []string{m("store/memory")}},
+		{ImportPath: m("httpidemtest"), Imports: []string{m("httpidem")}},
+		{ImportPath: m("httpidemtest"), Imports: []string{m("internal/brokenidem")}},
 	}
 	got := Check(pkgs)
 	want := []string{
@@ -85,6 +89,8 @@ func TestCheckFindsViolations(t *testing.T) {
 		"dedup imports " + m("httpidem"),
 		"httpidem imports " + m("examples/payments"),
 		"httpidem imports " + m("internal/coalesce"),
+		"httpidemtest imports " + m("httpidem") + ": httpidemtest may import only [keyer]",
+		"httpidemtest imports " + m("internal/brokenidem") + ": a library package imports no internal package",
 		"internal/coalesce imports " + m("store"),
 		"keyer imports github.com/stretchr/testify/assert",
 		"newpkg imports " + m("store") + ": package newpkg is not in DESIGN.md's layout table",
