@@ -22,3 +22,21 @@ func TestConformance(t *testing.T) {
 		Tolerance: 2 * dynamodb.DefaultClockSkew,
 	})
 }
+
+// TestConformanceReturnedItem runs the suite again with the item of a
+// refused write handed back as DynamoDB's
+// ReturnValuesOnConditionCheckFailure does (dynalite has no such thing), so
+// that every row is also decided from a returned item, without the
+// Store's own GetItem.
+func TestConformanceReturnedItem(t *testing.T) {
+	c := localClient(t)
+	storetest.Run(t, storetest.Harness{
+		New: func(t *testing.T) storetest.Subject {
+			w := wrap(c)
+			w.withOld = true
+			clock := storetest.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+			return storetest.Subject{Store: newTable(t, w, dynamodb.WithClock(clock.Now)), Clock: clock}
+		},
+		Tolerance: 2 * dynamodb.DefaultClockSkew,
+	})
+}
