@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,7 +60,7 @@ func BenchmarkPaired(b *testing.B) {
 	} {
 		for _, w := range []int{1, 16} {
 			b.Run(fmt.Sprintf("%s/workers=%d", bc.name, w), func(b *testing.B) {
-				storeOp, rawOp := bc.ops(b, fmt.Sprintf("%s-%d-%d-", bc.name, w, b.N))
+				storeOp, rawOp := bc.ops(b, fmt.Sprintf("%s-%d-", bc.name, benchRun.Add(1)))
 				st, raw := pairbench.Run(b, b.N, w, 64, storeOp, rawOp)
 				if st.N == 0 || raw.N == 0 {
 					return
@@ -73,6 +74,9 @@ func BenchmarkPaired(b *testing.B) {
 		}
 	}
 }
+
+// benchRun numbers the benchmark runs, so that every run's keys are new.
+var benchRun atomic.Int64
 
 const (
 	benchLease     = time.Minute
