@@ -59,19 +59,22 @@
 // record is over by sending its own clock, less the skew allowance
 // (WithClockSkew, default DefaultClockSkew = 1s), as the value :cut in the
 // condition: a record is over when its deadline is at or before now - skew.
-// What is trusted, precisely: that the clocks of the processes sharing a
-// table disagree by less than the skew allowance. If they do, no process
-// takes over a lease before its holder's own clock says it lapsed, and no
-// retention ends early. If a clock runs ahead by more, its process may take
-// over a lease early, while the holder is still working: the work then runs
-// twice, as after any lapsed lease; the records stay fenced (the stale
-// holder's Complete fails with store.ErrLeaseLost and changes nothing). A
-// clock that runs behind only makes leases and retentions last longer.
-// Keep the clocks synchronized (on AWS, the Amazon Time Sync Service keeps
-// them well within a millisecond) and leases much longer than the skew. The
-// times records report (LockedUntil, ExpiresAt) are the deadlines as
-// written; other processes treat the record as live for the skew allowance
-// past them.
+// What is trusted, precisely: that the clocks of any two processes sharing
+// a table disagree by less than the skew allowance. A holder writes its
+// deadline on its own clock; another process takes over when its own
+// clock, less the allowance, has passed that deadline. So a takeover comes
+// early only when the taker's clock runs ahead of the holder's by more than
+// the allowance (a taker whose clock is ahead, or a holder whose clock is
+// behind); then the work may run twice, as after any lapsed lease, while
+// the records stay fenced: the stale holder's Complete fails with
+// store.ErrLeaseLost and changes nothing. The holder itself (package idem)
+// counts its lease as a duration from its claim, not by its clock's
+// reading. A taker whose clock runs behind the holder's only takes over
+// later, and a retention ends later. Keep the clocks synchronized (on AWS,
+// the Amazon Time Sync Service keeps them well within a millisecond) and
+// leases much longer than the allowance. The times records report
+// (LockedUntil, ExpiresAt) are the deadlines as written; every Store treats
+// a record as live for the allowance past them.
 //
 // DynamoDB's TTL deletes items on AWS's own clock, some time (up to days)
 // after their ttl attribute, which is set one hour past the record's end
@@ -104,6 +107,14 @@
 // caller's writes, and a crash would leave it in progress until its lease
 // lapsed. So the Store does not implement store.Transactor; use leases, and
 // forward the key to whatever runs the effect.
+//
+// # Permissions
+//
+// Claim, Complete, Release and Get need dynamodb:PutItem, UpdateItem,
+// DeleteItem and GetItem on the table (store.Open checks with one GetItem);
+// Purge needs Scan and DeleteItem; Migrate needs CreateTable, DescribeTable
+// and UpdateTimeToLive, so a service that runs with the item permissions
+// alone has its table created by its infrastructure code instead.
 //
 // # What the local server in the tests cannot show
 //

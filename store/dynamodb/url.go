@@ -27,10 +27,15 @@ import (
 // server, such as dynalite or DynamoDB Local) override it, and clock_skew
 // (WithClockSkew, e.g. 500ms), purge_batch (WithPurgeBatch) and
 // throttle_retry (WithThrottleRetry, e.g. 30s) configure the Store. Open
-// calls DescribeTable within its context, so a server that cannot be
-// reached or credentials that are refused fail there; a table that does not
-// exist yet is fine (store.Migrate creates it).
+// makes one strongly consistent GetItem within its context (a permission
+// the Store needs anyway), so a server that cannot be reached, credentials
+// that are refused, or a table with another key schema fail there; a table
+// that does not exist yet is fine (store.Migrate creates it).
 const Scheme = "dynamodb"
+
+// openProbe is the key Open reads to check the table: any key does; this
+// one is unlikely to be a caller's.
+const openProbe = "\x01idemkit-open-check"
 
 func init() {
 	store.Register(Scheme, openURL)
@@ -82,10 +87,10 @@ func openURL(ctx context.Context, u *url.URL) (store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, err = client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: s.table})
+	_, err = s.getItem(ctx, openProbe)
 	var missing *types.ResourceNotFoundException
 	if err != nil && !errors.As(err, &missing) {
-		return nil, fmt.Errorf("dynamodb: describe table %s: %w", u.Host, err)
+		return nil, fmt.Errorf("dynamodb: check table %s: %w", u.Host, err)
 	}
 	return s, nil
 }

@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsdynamodb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/idemkit/idemkit/internal/seedtest"
 	"github.com/idemkit/idemkit/internal/testenv"
 	"github.com/idemkit/idemkit/store"
@@ -94,4 +98,27 @@ func TestOpenUnreachable(t *testing.T) {
 // TestSeeds runs the seeds' exercise on a Store chosen only by its URL.
 func TestSeeds(t *testing.T) {
 	seedtest.Run(t, openLocal(t, ""))
+}
+
+// TestOpenOtherKeySchema: a table whose partition key is not the Store's
+// fails Open, before any call relies on it.
+func TestOpenOtherKeySchema(t *testing.T) {
+	c := localClient(t)
+	name := tableName(t)
+	_, err := c.CreateTable(t.Context(), &awsdynamodb.CreateTableInput{
+		TableName:            aws.String(name),
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropTable(t, name)
+	s, err := store.Open(t.Context(), "dynamodb://"+name+"?region="+testRegion+"&endpoint="+url.QueryEscape(testenv.DynamoDBEndpoint(t)))
+	if err == nil {
+		store.Close(s)
+		t.Fatal("Open of a table keyed by another attribute succeeded")
+	}
+	t.Log(err)
 }
