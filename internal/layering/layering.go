@@ -9,6 +9,7 @@
 //	storetest                  store and the standard library
 //	store/<backend>            store, internal/coalesce, its own driver, the standard library; never another backend
 //	                           (store/nats, a nested module: store and nats.go, jetstream included)
+//	                           (store/dynamodb is a nested module; its driver is the AWS SDK for Go v2 with smithy-go)
 //	internal/coalesce          the standard library only (support code for backends)
 //	idem (the engine)          store, keyer
 //	httpidem                   idem, store, keyer
@@ -51,8 +52,10 @@ var drivers = map[string][]string{
 	"store/postgres": {"github.com/jackc/pgx/v5"},
 	"store/redis":    {"github.com/redis/go-redis/v9"},
 	"store/mysql":    {"github.com/go-sql-driver/mysql"},
-	// Nested modules (their own go.mod), each on its SDK.
-	"store/nats": {"github.com/nats-io/nats.go"},
+	// Nested modules (their own go.mod): backends whose SDKs core users
+	// must not download.
+	"store/nats":     {"github.com/nats-io/nats.go"},
+	"store/dynamodb": {"github.com/aws/aws-sdk-go-v2", "github.com/aws/smithy-go"},
 }
 
 // allowed lists, for each library package, the packages of the module it

@@ -80,6 +80,14 @@ func TestCheckFindsViolations(t *testing.T) {
 		{ImportPath: m("store/nats"), XTestImports: []string{m("store/memory")}},
 		{ImportPath: m("httpidemtest"), Imports: []string{m("httpidem")}},
 		{ImportPath: m("httpidemtest"), Imports: []string{m("internal/brokenidem")}},
+		// The DynamoDB backend, a nested module: its SDK is its driver.
+		{ImportPath: m("store/dynamodb"), Imports: []string{m("store"), "github.com/aws/aws-sdk-go-v2/service/dynamodb", "github.com/aws/aws-sdk-go-v2/config", "github.com/aws/smithy-go"},
+			XTestImports: []string{m("internal/testenv"), m("internal/seedtest"), m("storetest"), m("idem")}}, // good
+		{ImportPath: m("store/dynamodb"), Imports: []string{"github.com/redis/go-redis/v9"}},
+		{ImportPath: m("store/dynamodb"), Imports: []string{m("idem")}},
+		{ImportPath: m("store/dynamodb"), XTestImports: []string{m("store/memory")}},
+		{ImportPath: m("store/redis"), Imports: []string{"github.com/aws/aws-sdk-go-v2/service/dynamodb"}},
+		{ImportPath: m("store/dynamodb"), Imports: []string{"github.com/aws/aws-sdk-go-v2-fork/service/dynamodb"}},
 	}
 	got := Check(pkgs)
 	want := []string{
@@ -102,6 +110,11 @@ func TestCheckFindsViolations(t *testing.T) {
 		"store/nats imports github.com/redis/go-redis/v9",
 		"store/nats imports github.com/nats-io/nats-server/v2/server",
 		"store/nats imports " + m("store/memory"),
+		"store/dynamodb imports github.com/redis/go-redis/v9",
+		"store/dynamodb imports " + m("idem") + ": a backend imports only store",
+		"store/dynamodb imports " + m("store/memory") + ": a backend's tests import no other backend",
+		"store/redis imports github.com/aws/aws-sdk-go-v2/service/dynamodb",
+		"store/dynamodb imports github.com/aws/aws-sdk-go-v2-fork/service/dynamodb",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("Check found %d violations, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))

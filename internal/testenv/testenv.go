@@ -37,6 +37,14 @@ func RedisClusterAddrs(t testing.TB) []string {
 	return strings.Split(need(t, "IDEMKIT_REDIS_CLUSTER_ADDRS", "Redis Cluster"), ",")
 }
 
+// DynamoDBEndpoint returns IDEMKIT_DYNAMODB_ENDPOINT (the URL of a
+// DynamoDB-compatible server such as http://127.0.0.1:8000), or skips (fails
+// under CI) when unset.
+func DynamoDBEndpoint(t testing.TB) string {
+	t.Helper()
+	return need(t, "IDEMKIT_DYNAMODB_ENDPOINT", "DynamoDB-compatible server")
+}
+
 // InCI reports whether the tests run under CI (CI=true).
 func InCI() bool {
 	return os.Getenv("CI") == "true"

@@ -1,0 +1,132 @@
+// Package dynamodb is a store.Store on Amazon DynamoDB, through the AWS SDK
+// for Go v2. It is a module of its own, so that users of the other backends
+// never download the SDK.
+//
+//	client := dynamodb.NewFromConfig(cfg) // github.com/aws/aws-sdk-go-v2/service/dynamodb
+//	s, err := ddbstore.New(client, "idempotency_keys")
+//	...
+//	err = s.Migrate(ctx) // or create the table in your infrastructure code
+//
+// or, from a URL (see Scheme):
+//
+//	s, err := store.Open(ctx, "dynamodb://idempotency_keys?region=eu-west-1")
+//
+// # The table
+//
+// One item per key, in a table whose partition key is the string attribute
+// "k" (no sort key). Migrate creates it on-demand (PAY_PER_REQUEST) and
+// enables Time to Live on TTLAttribute. The other attributes: f
+// fingerprint, t token, s status (1 in progress, 2 completed), l end of the
+// lease and e end of the record (Unix nanoseconds), r response (binary),
+// ttl (Unix seconds, for DynamoDB's TTL).
+//
+// # What DynamoDB guarantees, and what the Store builds on it
+//
+// A conditional write (PutItem, UpdateItem, DeleteItem with a
+// ConditionExpression) is atomic on its item: the condition is checked and
+// the write made as one step, and concurrent writes to one item are
+// serialized. A strongly consistent read (ConsistentRead) returns every
+// write acknowledged before it. The Store uses nothing else:
+//
+//   - Claim is one conditional PutItem, written when the key is absent, its
+//     record is over (a lapsed lease, an ended retention) or it is the
+//     caller's own claim with the same fingerprint (a renewal). Of
+//     concurrent claims of one key exactly one condition passes. A refused
+//     write is explained by the item DynamoDB returns with the refusal
+//     (ReturnValuesOnConditionCheckFailure=ALL_OLD), or, from a server that
+//     returns none (dynalite), by one strongly consistent GetItem.
+//   - Complete is one UpdateItem conditional on the token holding the key in
+//     progress; Release one DeleteItem with the same condition. A stale
+//     holder can therefore never change a record another token took over,
+//     whatever the clocks say (fencing by token).
+//   - Get is one strongly consistent GetItem.
+//
+// Throttling (ProvisionedThroughputExceededException, ThrottlingException,
+// RequestLimitExceeded) rejects a request without applying it: after the
+// SDK's own retries a Store retries it with backoff inside the same call,
+// for up to WithThrottleRetry (default 10s), and reports a call still
+// throttled then as a backend error, never as store.ErrLeaseLost. Every
+// call is safe to repeat after a lost reply: a repeated Claim renews its
+// own claim, a repeated Complete finds the record completed by its token and
+// returns nil, a repeated Release finds nothing to delete.
+//
+// # Time: which clock is trusted
+//
+// DynamoDB has no server time in condition expressions: a condition can
+// compare an attribute only with values the request carries. So the
+// deadlines an item holds (l, e) are written from the clock of the Store
+// that wrote them (time.Now, or WithClock), and a Store decides that a
+// record is over by sending its own clock, less the skew allowance
+// (WithClockSkew, default DefaultClockSkew = 1s), as the value :cut in the
+// condition: a record is over when its deadline is at or before now - skew.
+// What is trusted, precisely: that the clocks of any two processes sharing
+// a table disagree by less than the skew allowance. A holder writes its
+// deadline on its own clock; another process takes over when its own
+// clock, less the allowance, has passed that deadline. So a takeover comes
+// early only when the taker's clock runs ahead of the holder's by more than
+// the allowance (a taker whose clock is ahead, or a holder whose clock is
+// behind); then the work may run twice, as after any lapsed lease, while
+// the records stay fenced: the stale holder's Complete fails with
+// store.ErrLeaseLost and changes nothing. The holder itself (package idem)
+// counts its lease as a duration from its claim, not by its clock's
+// reading. A taker whose clock runs behind the holder's only takes over
+// later, and a retention ends later. Keep the clocks synchronized (on AWS,
+// the Amazon Time Sync Service keeps them well within a millisecond) and
+// leases much longer than the allowance. The times records report
+// (LockedUntil, ExpiresAt) are the deadlines as written; every Store treats
+// a record as live for the allowance past them.
+//
+// DynamoDB's TTL deletes items on AWS's own clock, some time (up to days)
+// after their ttl attribute, which is set one hour past the record's end
+// plus the skew allowance. TTL only removes what every Store already treats
+// as absent; it decides nothing. Purge does the same on demand, for tables
+// without TTL (and for servers without the TTL API, such as dynalite), with
+// a Scan: prefer TTL on a large table.
+//
+// # Responses stop at 400 KB
+//
+// A DynamoDB item holds at most 400 KB. Complete refuses a response longer
+// than MaxResponseLen (400 KiB less 4 KiB for the other attributes) with an
+// error that matches store.ErrInvalid, before anything is written; the
+// record stays in progress. The engine (package idem) treats a Complete
+// refused with store.ErrInvalid as a result too large to keep: it records
+// the key as completed without a response, so a retry is told the work was
+// done instead of running it again. The conformance case
+// Strings/ResponseSeveralMiB (a 4 MiB response) is the one case of
+// package storetest this backend skips, for this reason; TestCompleteTooLarge
+// shows the refusal and what the engine makes of it.
+//
+// # No store.Transactor
+//
+// DynamoDB transactions (TransactWriteItems) are not interactive: the
+// writes of one transaction are sent together in one request, and nothing
+// holds a key between a Claim and a later commit. store.Transactor promises
+// more than that: a concurrent claim of the key waits until the first
+// transaction ends, and a rollback or a crash leaves the key as it was. On
+// DynamoDB the Claim would have to be written (and be visible) before the
+// caller's writes, and a crash would leave it in progress until its lease
+// lapsed. So the Store does not implement store.Transactor; use leases, and
+// forward the key to whatever runs the effect.
+//
+// # Permissions
+//
+// Claim, Complete, Release and Get need dynamodb:PutItem, UpdateItem,
+// DeleteItem and GetItem on the table (store.Open checks with one GetItem);
+// Purge needs Scan and DeleteItem; Migrate needs CreateTable, DescribeTable
+// and UpdateTimeToLive, so a service that runs with the item permissions
+// alone has its table created by its infrastructure code instead.
+//
+// # What the local server in the tests cannot show
+//
+// The tests run against dynalite, a DynamoDB-compatible server on LevelDB
+// that follows the DynamoDB API's validation and conditions closely. It
+// serializes writes to one item, as DynamoDB does, so the atomicity
+// tests are real; but it cannot show DynamoDB's latency, its throttling
+// (throttling is tested with a client that injects the errors), its
+// partitions, global tables (multi-region, where conflicting writes from
+// two regions resolve last-writer-wins and conditions hold only within one
+// region: use one region's table for the keys), or TTL deletion. It does
+// not return the item with a refused condition (the GetItem fallback runs
+// there, the ALL_OLD path only on DynamoDB) and has no TTL or transaction
+// API.
+package dynamodb
