@@ -70,6 +70,8 @@ func TestCheckFindsViolations(t *testing.T) {
 		{ImportPath: m("store/postgres"), Imports: []string{m("internal/coalesce")}}, // good: backend support
 		{ImportPath: m("httpidem"), Imports: []string{m("internal/coalesce")}},
 		{ImportPath: m("internal/coalesce"), Imports: []string{m("store")}},
+		{ImportPath: m("storetest/linearize"), Imports: []string{m("store")}, XTestImports: []string{m("storetest")}}, // good
+		{ImportPath: m("storetest/linearize"), Imports: []string{m("idem")}},
 	}
 	got := Check(pkgs)
 	want := []string{
@@ -87,6 +89,7 @@ func TestCheckFindsViolations(t *testing.T) {
 		"store/redis imports " + m("store/sqlite"),
 		"store/redis imports github.com/jackc/pgx/v5",
 		"storetest imports " + m("internal/testenv"),
+		"storetest/linearize imports " + m("idem"),
 	}
 	if len(got) != len(want) {
 		t.Fatalf("Check found %d violations, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
