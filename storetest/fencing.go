@@ -44,12 +44,7 @@ var expiryCases = []testCase{
 		// Claim with lease L, renew after 0.6L, and check at 1.2L that the
 		// key is still held: the renewal counted from its own time.
 		tok, other := store.NewToken(), store.NewToken()
-		lease := 4 * e.short()
-		step := lease * 6 / 10
-		e.claimWant("k", "fp", tok, lease, store.Acquired)
-		e.wait(step)
-		e.claimWant("k", "fp", tok, lease, store.Acquired)
-		e.wait(step)
+		e.renewedPastFirstLease("k", tok, 4*e.short())
 		e.wantInProgress("k", "fp", tok)
 		e.claimWant("k", "fp", other, long, store.InProgress)
 	}},
@@ -139,6 +134,18 @@ var expiryCases = []testCase{
 		e.wantAbsent("retained", "at exactly its ExpiresAt "+ts(kept.ExpiresAt))
 		e.claimWant("retained", "fp", store.NewToken(), long, store.Acquired)
 	}},
+}
+
+// renewedPastFirstLease has tok claim key with lease, renew it after 0.6
+// of the lease, and lets another 0.6 pass: the first lease is over, the
+// renewed one is not.
+func (e *env) renewedPastFirstLease(key string, tok store.Token, lease time.Duration) {
+	e.Helper()
+	step := lease * 6 / 10
+	e.claimWant(key, "fp", tok, lease, store.Acquired)
+	e.wait(step)
+	e.claimWant(key, "fp", tok, lease, store.Acquired)
+	e.wait(step)
 }
 
 // advanceTo moves the suite's clock forward to t.

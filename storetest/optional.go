@@ -42,17 +42,13 @@ var purgerCases = []testCase{
 		p := e.purger()
 		tok := store.NewToken()
 		lease := 2 * e.short()
-		step := lease * 6 / 10
-		e.claimWant("k", "fp", tok, lease, store.Acquired)
-		e.wait(step)
-		e.claimWant("k", "fp", tok, lease, store.Acquired)
-		e.wait(step)
+		e.renewedPastFirstLease("k", tok, lease)
 		n, err := p.Purge(e.ctx)
 		if err != nil {
 			e.Fatalf("Purge: %v", err)
 		}
 		if n != 0 {
-			e.Errorf("Purge deleted %d records, want 0: the only record is a lease renewed %v ago for %v (the renewal must move the deadline Purge goes by)", n, step, lease)
+			e.Errorf("Purge deleted %d records, want 0: the only record is a lease renewed %v ago for %v (the renewal must move the deadline Purge goes by)", n, lease*6/10, lease)
 		}
 		e.wantInProgress("k", "fp", tok)
 	}},
