@@ -233,7 +233,7 @@ var raceGetCases = []testCase{
 // on every run: the fingerprint of one generation, the token or response
 // of the next.
 func getConcurrentWithWrites(e *env) {
-	const writers, cycles, readers, reads = 4, 32, 4, 64
+	const writers, cycles, readers, reads = 4, 20, 4, 64
 	var wg sync.WaitGroup
 	errs := make(chan string, writers+readers)
 	start := make(chan struct{})

@@ -160,10 +160,7 @@ var stringsCases = []testCase{
 		// Incompressible bytes of every value, so no engine can store it
 		// as short text or a compressed run.
 		big := make([]byte, 4<<20+3)
-		rng := rand.New(rand.NewPCG(1, 2))
-		for i := range big {
-			big[i] = byte(rng.Uint32())
-		}
+		_, _ = rand.NewChaCha8([32]byte{1, 2}).Read(big) // never fails
 		tok := store.NewToken()
 		e.claimWant("big", "fp", tok, long, store.Acquired)
 		if err := e.complete("big", tok, big, long); err != nil {
