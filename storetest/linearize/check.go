@@ -115,7 +115,7 @@ func readOnly(c call) bool {
 
 // searchLimit bounds the states one check visits; a history that needs more
 // is reported as undecided rather than searched for ever.
-const searchLimit = 2_000_000
+const searchLimit = 500_000
 
 // linearizable reports whether the calls on one key have an order that
 // agrees with each call's real-time bounds and with the model, by Wing and
