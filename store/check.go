@@ -15,8 +15,11 @@ const (
 	MaxTokenLen       = 128  // bytes
 )
 
-// CheckClaim validates the arguments of Store.Claim. Backends call it before
-// touching storage; the error wraps ErrInvalid.
+// CheckClaim validates the arguments of Store.Claim: the key as CheckKey
+// checks it, a fingerprint of at most MaxFingerprintLen bytes (it may be
+// empty), a non-empty token of at most MaxTokenLen bytes, both valid UTF-8
+// without NUL, and a positive lease. Backends call it before touching
+// storage; the error wraps ErrInvalid.
 func CheckClaim(key, fingerprint string, token Token, lease time.Duration) error {
 	if err := checkKeyToken(key, token); err != nil {
 		return err
@@ -27,7 +30,9 @@ func CheckClaim(key, fingerprint string, token Token, lease time.Duration) error
 	return checkDuration("lease", lease)
 }
 
-// CheckComplete validates the arguments of Store.Complete.
+// CheckComplete validates the arguments of Store.Complete: the key and the
+// token as CheckClaim checks them, and a positive retention. The error
+// wraps ErrInvalid.
 func CheckComplete(key string, token Token, retention time.Duration) error {
 	if err := checkKeyToken(key, token); err != nil {
 		return err
@@ -35,12 +40,14 @@ func CheckComplete(key string, token Token, retention time.Duration) error {
 	return checkDuration("retention", retention)
 }
 
-// CheckRelease validates the arguments of Store.Release.
+// CheckRelease validates the arguments of Store.Release: the key and the
+// token as CheckClaim checks them. The error wraps ErrInvalid.
 func CheckRelease(key string, token Token) error {
 	return checkKeyToken(key, token)
 }
 
-// CheckKey validates a key, as for Store.Get.
+// CheckKey validates a key, as for Store.Get: not empty, at most MaxKeyLen
+// bytes, valid UTF-8 without NUL. The error wraps ErrInvalid.
 func CheckKey(key string) error {
 	return checkText("key", key, MaxKeyLen, false)
 }

@@ -82,6 +82,9 @@ type Record struct {
 	LockedUntil time.Time
 	// ExpiresAt is when the record becomes absent: the end of the lease for a
 	// record in progress, the end of the retention for a completed one.
+	// The record is live while the store's clock reads earlier than
+	// ExpiresAt and absent from that instant on: at exactly ExpiresAt (or
+	// LockedUntil) a Claim by another token acquires the key.
 	ExpiresAt time.Time
 }
 

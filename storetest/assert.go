@@ -16,7 +16,7 @@ func (e *env) claim(key, fp string, tok store.Token, lease time.Duration) store.
 	e.Helper()
 	c, err := e.s.Claim(e.ctx, key, fp, tok, lease)
 	if err != nil {
-		e.Fatalf("Claim(%q, %q, %s, %v): unexpected error: %v", key, fp, tok, lease, err)
+		e.Fatalf("Claim(%s, %s, %s, %v): unexpected error: %v", qs(key), qs(fp), qs(string(tok)), lease, err)
 	}
 	return c
 }
@@ -27,10 +27,10 @@ func (e *env) claimWant(key, fp string, tok store.Token, lease time.Duration, wa
 	e.Helper()
 	c := e.claim(key, fp, tok, lease)
 	if c.Outcome != want {
-		e.Fatalf("Claim(%q, %q, %s): outcome = %v, want %v (record: %s)", key, fp, tok, c.Outcome, want, describe(c.Record))
+		e.Fatalf("Claim(%s, %s, %s): outcome = %v, want %v (record: %s)", qs(key), qs(fp), qs(string(tok)), c.Outcome, want, describe(c.Record))
 	}
 	if c.Record.Key != key {
-		e.Errorf("Claim(%q): Record.Key = %q, want %q", key, c.Record.Key, key)
+		e.Errorf("Claim(%s): Record.Key = %s, want it byte for byte", qs(key), qs(c.Record.Key))
 	}
 	if want == store.Acquired {
 		e.checkInProgress("Claim result", c.Record, fp, tok)
@@ -46,14 +46,14 @@ func (e *env) complete(key string, tok store.Token, resp []byte, retention time.
 func (e *env) mustComplete(key string, tok store.Token, resp []byte, retention time.Duration) {
 	e.Helper()
 	if err := e.complete(key, tok, resp, retention); err != nil {
-		e.Fatalf("Complete(%q, %s) by the holder: %v", key, tok, err)
+		e.Fatalf("Complete(%s, %s) by the holder: %v", qs(key), qs(string(tok)), err)
 	}
 }
 
 func (e *env) mustRelease(key string, tok store.Token) {
 	e.Helper()
 	if err := e.s.Release(e.ctx, key, tok); err != nil {
-		e.Fatalf("Release(%q, %s): %v, want nil", key, tok, err)
+		e.Fatalf("Release(%s, %s): %v, want nil", qs(key), qs(string(tok)), err)
 	}
 }
 
@@ -62,10 +62,10 @@ func (e *env) get(key string) store.Record {
 	e.Helper()
 	r, err := e.s.Get(e.ctx, key)
 	if err != nil {
-		e.Fatalf("Get(%q): %v, want a live record", key, err)
+		e.Fatalf("Get(%s): %v, want a live record", qs(key), err)
 	}
 	if r.Key != key {
-		e.Errorf("Get(%q): Record.Key = %q", key, r.Key)
+		e.Errorf("Get(%s): Record.Key = %s, want it byte for byte", qs(key), qs(r.Key))
 	}
 	return r
 }
@@ -76,11 +76,11 @@ func (e *env) wantAbsent(key, why string) {
 	r, err := e.s.Get(e.ctx, key)
 	switch {
 	case err == nil:
-		e.Fatalf("Get(%q) %s: found %s, want ErrNotFound", key, why, describe(r))
+		e.Fatalf("Get(%s) %s: found %s, want ErrNotFound", qs(key), why, describe(r))
 	case !errors.Is(err, store.ErrNotFound):
-		e.Fatalf("Get(%q) %s: error %v, want one matching store.ErrNotFound", key, why, err)
+		e.Fatalf("Get(%s) %s: error %v, want one matching store.ErrNotFound", qs(key), why, err)
 	case errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrInvalid):
-		e.Fatalf("Get(%q) %s: error %v matches another sentinel too", key, why, err)
+		e.Fatalf("Get(%s) %s: error %v matches another sentinel too", qs(key), why, err)
 	}
 }
 
@@ -96,20 +96,20 @@ func (e *env) wantLeaseLost(err error, call string) {
 func (e *env) wantInProgress(key, fp string, tok store.Token) store.Record {
 	e.Helper()
 	r := e.get(key)
-	e.checkInProgress("Get("+key+")", r, fp, tok)
+	e.checkInProgress("Get("+qs(key)+")", r, fp, tok)
 	return r
 }
 
 func (e *env) checkInProgress(what string, r store.Record, fp string, tok store.Token) {
 	e.Helper()
 	if r.Status != store.StatusInProgress || r.Token != tok || r.Fingerprint != fp {
-		e.Fatalf("%s: %s, want in progress held by %s with fingerprint %q", what, describe(r), tok, fp)
+		e.Fatalf("%s: %s, want in progress held by %s with fingerprint %s", what, describe(r), qs(string(tok)), qs(fp))
 	}
 	if len(r.Response) != 0 {
 		e.Errorf("%s: in-progress record has a %d-byte response, want none", what, len(r.Response))
 	}
 	if d := r.LockedUntil.Sub(r.ExpiresAt); d > e.h.Jitter || d < -e.h.Jitter {
-		e.Errorf("%s: in progress with LockedUntil %v != ExpiresAt %v", what, r.LockedUntil, r.ExpiresAt)
+		e.Errorf("%s: in progress with LockedUntil %s != ExpiresAt %s", what, ts(r.LockedUntil), ts(r.ExpiresAt))
 	}
 }
 
@@ -117,20 +117,20 @@ func (e *env) checkInProgress(what string, r store.Record, fp string, tok store.
 func (e *env) wantCompleted(key, fp string, tok store.Token, resp []byte) store.Record {
 	e.Helper()
 	r := e.get(key)
-	e.checkCompleted("Get("+key+")", r, fp, tok, resp)
+	e.checkCompleted("Get("+qs(key)+")", r, fp, tok, resp)
 	return r
 }
 
 func (e *env) checkCompleted(what string, r store.Record, fp string, tok store.Token, resp []byte) {
 	e.Helper()
 	if r.Status != store.StatusCompleted || r.Token != tok || r.Fingerprint != fp {
-		e.Fatalf("%s: %s, want completed by %s with fingerprint %q", what, describe(r), tok, fp)
+		e.Fatalf("%s: %s, want completed by %s with fingerprint %s", what, describe(r), qs(string(tok)), qs(fp))
 	}
 	if !bytes.Equal(r.Response, resp) {
 		e.Errorf("%s: Response = %s, want %s", what, short(r.Response), short(resp))
 	}
 	if !r.LockedUntil.IsZero() {
-		e.Errorf("%s: completed record has LockedUntil %v, want the zero time", what, r.LockedUntil)
+		e.Errorf("%s: completed record has LockedUntil %s, want the zero time", what, ts(r.LockedUntil))
 	}
 }
 
@@ -138,7 +138,7 @@ func (e *env) checkCompleted(what string, r store.Record, fp string, tok store.T
 func (e *env) wantNear(what string, got, want time.Time) {
 	e.Helper()
 	if d := got.Sub(want); d > e.h.Tolerance || d < -e.h.Tolerance {
-		e.Errorf("%s = %v, want %v ± %v (off by %v)", what, got, want, e.h.Tolerance, d)
+		e.Errorf("%s = %s, want %s ± %v (off by %v)", what, ts(got), ts(want), e.h.Tolerance, d)
 	}
 }
 
@@ -147,7 +147,7 @@ func (e *env) wantNear(what string, got, want time.Time) {
 func (e *env) wantSame(what string, got, want time.Time) {
 	e.Helper()
 	if d := got.Sub(want); d > e.h.Jitter || d < -e.h.Jitter {
-		e.Errorf("%s = %v, want it unchanged at %v ± %v (moved by %v)", what, got, want, e.h.Jitter, d)
+		e.Errorf("%s = %s, want it unchanged at %s ± %v (moved by %v)", what, ts(got), ts(want), e.h.Jitter, d)
 	}
 }
 
@@ -156,7 +156,7 @@ func (e *env) wantSame(what string, got, want time.Time) {
 func (e *env) wantMoved(what string, got, was time.Time, gap time.Duration) {
 	e.Helper()
 	if d := got.Sub(was); d < gap-e.h.Jitter {
-		e.Errorf("%s = %v, want it at least %v later than %v (it moved by %v): the lease was not renewed", what, got, gap-e.h.Jitter, was, d)
+		e.Errorf("%s = %s, want it at least %v later than %s (it moved by %v): the lease was not renewed", what, ts(got), gap-e.h.Jitter, ts(was), d)
 	}
 }
 
@@ -164,14 +164,28 @@ func describe(r store.Record) string {
 	if r.Status == 0 && r.Token == "" {
 		return "an empty record"
 	}
-	return "{" + r.Status.String() + " token=" + string(r.Token) + " fingerprint=" + quote(r.Fingerprint) +
-		" response=" + short(r.Response) + " lockedUntil=" + r.LockedUntil.Format(time.RFC3339Nano) +
-		" expiresAt=" + r.ExpiresAt.Format(time.RFC3339Nano) + "}"
+	return "{" + r.Status.String() + " token=" + qs(string(r.Token)) + " fingerprint=" + qs(r.Fingerprint) +
+		" response=" + short(r.Response) + " lockedUntil=" + ts(r.LockedUntil) +
+		" expiresAt=" + ts(r.ExpiresAt) + "}"
 }
 
-func short(b []byte) string {
-	if len(b) > 40 {
-		return quote(string(b[:40])) + "…(" + itoa(len(b)) + " bytes)"
+// short quotes b, cut to its first 40 bytes with its length when longer.
+func short(b []byte) string { return qs(string(b)) }
+
+// qs quotes s for a failure message, cut to its first 40 bytes with its
+// length when longer, so a 1024-byte key or fingerprint stays readable.
+func qs(s string) string {
+	if len(s) > 40 {
+		return quote(s[:40]) + "…(" + itoa(len(s)) + " bytes)"
 	}
-	return quote(string(b))
+	return quote(s)
+}
+
+// ts formats t for a failure message: RFC 3339 with nanoseconds and
+// without the monotonic clock reading that %v would append.
+func ts(t time.Time) string {
+	if t.IsZero() {
+		return "the zero time"
+	}
+	return t.Format(time.RFC3339Nano)
 }

@@ -21,6 +21,7 @@ type txCtxKey struct{}
 
 type mapTx struct {
 	owner  *mapStore
+	before map[string]store.Record // the owner's records when it began (for tx-get-outside)
 	undo   []func()
 	joined map[*mapStore]bool
 }
@@ -94,17 +95,21 @@ func (s *mapStore) InTx(ctx context.Context, fn func(ctx context.Context, s stor
 		return fmt.Errorf("map: begin: %w", err)
 	}
 	defer func() { <-s.sem }()
-	tx := &mapTx{owner: s, joined: map[*mapStore]bool{}}
-	tx.join(s)
+	tx := s.begin()
 	committed := false
 	defer func() {
 		if !committed {
-			for i := len(tx.undo) - 1; i >= 0; i-- {
-				tx.undo[i]()
-			}
+			tx.rollback()
 		}
 	}()
 	if err := fn(context.WithValue(ctx, txCtxKey{}, tx), s); err != nil {
+		if s.broken("tx-reruns-fn") {
+			// Takes every error for a conflict: rolls back and runs fn
+			// again, then reports the first error.
+			tx.rollback()
+			tx = s.begin()
+			_ = fn(context.WithValue(ctx, txCtxKey{}, tx), s)
+		}
 		return err
 	}
 	if s.broken("tx-drops-uncompleted") {
@@ -118,6 +123,24 @@ func (s *mapStore) InTx(ctx context.Context, fn func(ctx context.Context, s stor
 	}
 	committed = true
 	return nil
+}
+
+// begin starts a transaction of s; the caller holds the write lock.
+func (s *mapStore) begin() *mapTx {
+	s.mu.Lock()
+	before := maps.Clone(s.m)
+	s.mu.Unlock()
+	tx := &mapTx{owner: s, before: before, joined: map[*mapStore]bool{}}
+	tx.join(s)
+	return tx
+}
+
+// rollback undoes what every store wrote in tx.
+func (tx *mapTx) rollback() {
+	for i := len(tx.undo) - 1; i >= 0; i-- {
+		tx.undo[i]()
+	}
+	tx.undo = nil
 }
 
 // effect is the harness's Effect: one row for key in the transaction ctx

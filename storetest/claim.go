@@ -50,10 +50,15 @@ var claimCases = []testCase{
 		resp := []byte(`{"id":1}`)
 		e.claimWant("k", "fp", t1, long, store.Acquired)
 		e.mustComplete("k", t1, resp, long)
+		r := e.wantCompleted("k", "fp", t1, resp)
 		c := e.claimWant("k", "fp", t2, long, store.Completed)
 		e.checkCompleted("Completed result", c.Record, "fp", t1, resp)
+		// The replayed record is the stored one, deadline included: a
+		// caller may send its ExpiresAt on as a cache lifetime.
+		e.wantSame("the replayed record's ExpiresAt (Get's)", c.Record.ExpiresAt, r.ExpiresAt)
 		c = e.claimWant("k", "fp", t1, long, store.Completed)
 		e.checkCompleted("Completed result for the completing token", c.Record, "fp", t1, resp)
+		e.wantSame("the replayed record's ExpiresAt for the completing token (Get's)", c.Record.ExpiresAt, r.ExpiresAt)
 		e.wantCompleted("k", "fp", t1, resp)
 	}},
 	{"MismatchInProgress", func(e *env) {

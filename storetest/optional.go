@@ -35,6 +35,23 @@ var purgerCases = []testCase{
 			e.Errorf("second Purge = %d, %v; want 0, nil", n, err)
 		}
 	}},
+	{"RenewedLeaseKept", func(e *env) {
+		// A renewal moves the record's purge deadline with its lease:
+		// Purge after the first lease would have ended, but before the
+		// renewed one ends, deletes nothing.
+		p := e.purger()
+		tok := store.NewToken()
+		lease := 2 * e.short()
+		e.renewedPastFirstLease("k", tok, lease)
+		n, err := p.Purge(e.ctx)
+		if err != nil {
+			e.Fatalf("Purge: %v", err)
+		}
+		if n != 0 {
+			e.Errorf("Purge deleted %d records, want 0: the only record is a lease renewed %v ago for %v (the renewal must move the deadline Purge goes by)", n, lease*6/10, lease)
+		}
+		e.wantInProgress("k", "fp", tok)
+	}},
 	{"CancelledContext", func(e *env) {
 		p := e.purger()
 		ctx, cancel := context.WithCancel(e.ctx)

@@ -3,6 +3,7 @@ package storetest
 import (
 	"bytes"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -216,100 +217,121 @@ var raceFencingCases = []testCase{
 }
 
 var raceGetCases = []testCase{
-	{"ConcurrentWithWrites", func(e *env) {
-		// Writers cycle their keys through claim, complete and release
-		// while readers Get the same keys; every Get must see a whole
-		// record or ErrNotFound, and under -race an unsynchronised read is
-		// reported.
-		const writers, cycles, readers, reads = 4, 24, 4, 64
-		keys := raceKeyNames("rw", writers)
-		var wg sync.WaitGroup
-		errs := make(chan string, writers+readers)
-		start := make(chan struct{})
-		// Readers go on until every writer is done, and writers start only
-		// once every reader has read once, so reads and writes overlap
-		// however the goroutines are scheduled.
-		var writing atomic.Int32
-		writing.Store(writers)
-		var readersIn sync.WaitGroup
-		readersIn.Add(readers)
-		for _, k := range keys {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer writing.Add(-1)
-				k := k // renamed below as its records complete
-				<-start
-				readersIn.Wait()
-				for i := 0; i < cycles; i++ {
-					tok := store.NewToken()
-					c, err := e.s.Claim(e.ctx, k, "fp", tok, long)
-					if err != nil || c.Outcome != store.Acquired {
-						errs <- "writer Claim(" + quote(k) + "): " + c.Outcome.String() + " " + errString(err)
-						return
-					}
-					if i%2 == 0 {
-						err = e.s.Release(e.ctx, k, tok)
-					} else {
-						err = e.s.Complete(e.ctx, k, tok, []byte("by "+string(tok)), long)
-						if err == nil {
-							// Make the key absent again: a completed record
-							// stays, so move on to a key of this cycle.
-							k = k + "+"
-						}
-					}
-					if err != nil {
-						errs <- "writer on " + quote(k) + ": " + err.Error()
-						return
-					}
+	{"ConcurrentWithWrites", getConcurrentWithWrites},
+}
+
+// getConcurrentWithWrites is Get/ConcurrentWithWrites, and its rule: Get is
+// safe for concurrent use with writes to the same key and returns one whole
+// record, never fields of two generations (a crash of the runtime's
+// concurrent map check shows this function in its stack).
+//
+// Writers cycle their keys through claim, release, claim and complete, each
+// generation with its own token and a fingerprint and response made from
+// it; readers Get the key each writer is on. A writer lingers after each
+// Claim until a reader has begun a Get of its key, and then moves on to
+// the next generation, so a Get that reads a record in two steps is torn
+// on every run: the fingerprint of one generation, the token or response
+// of the next.
+func getConcurrentWithWrites(e *env) {
+	const writers, cycles, readers, reads = 4, 20, 4, 64
+	var wg sync.WaitGroup
+	errs := make(chan string, writers+readers)
+	start := make(chan struct{})
+	cur := make([]atomic.Pointer[string], writers) // the key each writer is on
+	begun := make([]atomic.Int64, writers)         // Gets begun on each writer's keys
+	for w := range cur {
+		k := "rw-" + itoa(w) + "-0"
+		cur[w].Store(&k)
+	}
+	// Readers go on until every writer is done, and writers start only
+	// once every reader has read once, so reads and writes overlap
+	// however the goroutines are scheduled.
+	var writing atomic.Int32
+	writing.Store(writers)
+	var readersIn sync.WaitGroup
+	readersIn.Add(readers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer writing.Add(-1)
+			<-start
+			readersIn.Wait()
+			gen := 0
+			for i := 0; i < cycles; i++ {
+				k := *cur[w].Load()
+				tok := store.NewToken()
+				c, err := e.s.Claim(e.ctx, k, "fp-"+string(tok), tok, long)
+				if err != nil || c.Outcome != store.Acquired {
+					errs <- "writer Claim(" + qs(k) + "): " + c.Outcome.String() + " " + errString(err)
+					return
+				}
+				// Linger until a reader begins a Get on this generation
+				// (bounded, in case every reader has stopped).
+				for seen, j := begun[w].Load(), 0; begun[w].Load() == seen && j < 1000; j++ {
+					runtime.Gosched()
+				}
+				if i%2 == 0 {
+					err = e.s.Release(e.ctx, k, tok)
+				} else if err = e.s.Complete(e.ctx, k, tok, []byte("by "+string(tok)), long); err == nil {
+					// A completed record stays: the next generation is
+					// on a key of its own.
+					gen++
+					next := "rw-" + itoa(w) + "-" + itoa(gen)
+					cur[w].Store(&next)
+				}
+				if err != nil {
+					errs <- "writer on " + qs(k) + ": " + err.Error()
+					return
+				}
+			}
+		}()
+	}
+	for r := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in := false
+			defer func() {
+				if !in {
+					readersIn.Done() // failed on its first read: let the writers go
 				}
 			}()
-		}
-		for r := 0; r < readers; r++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				in := false
-				defer func() {
-					if !in {
-						readersIn.Done() // failed on its first read: let the writers go
-					}
-				}()
-				<-start
-				for i := 0; i < reads || writing.Load() > 0; i++ {
-					if i == 1 {
-						in = true
-						readersIn.Done()
-					}
-					k := keys[(r+i)%len(keys)]
-					for j := 0; j < i%4; j++ {
-						k += "+"
-					}
-					rec, err := e.s.Get(e.ctx, k)
-					switch {
-					case errors.Is(err, store.ErrNotFound):
-					case err != nil:
-						errs <- "Get(" + quote(k) + "): " + err.Error()
-						return
-					case rec.Key != k || rec.Fingerprint != "fp" || rec.Token == "":
-						errs <- "Get(" + quote(k) + ") during writes: a torn record " + describe(rec)
-						return
-					case rec.Status == store.StatusInProgress && len(rec.Response) != 0,
-						rec.Status == store.StatusCompleted && !bytes.Equal(rec.Response, []byte("by "+string(rec.Token))),
-						rec.Status != store.StatusInProgress && rec.Status != store.StatusCompleted:
-						errs <- "Get(" + quote(k) + ") during writes: a torn record " + describe(rec)
-						return
-					}
+			<-start
+			for i := 0; i < reads || writing.Load() > 0; i++ {
+				if i == 1 {
+					in = true
+					readersIn.Done()
 				}
-			}()
-		}
-		close(start)
-		wg.Wait()
-		close(errs)
-		for msg := range errs {
-			e.Error(msg)
-		}
-	}},
+				w := (r + i) % writers
+				begun[w].Add(1)
+				k := *cur[w].Load()
+				if i%8 == 7 { // now and then a generation already completed
+					k = "rw-" + itoa(w) + "-" + itoa(i%3)
+				}
+				rec, err := e.s.Get(e.ctx, k)
+				switch {
+				case errors.Is(err, store.ErrNotFound):
+				case err != nil:
+					errs <- "Get(" + qs(k) + "): " + err.Error()
+					return
+				case rec.Key != k || rec.Token == "" || rec.Fingerprint != "fp-"+string(rec.Token),
+					rec.Status == store.StatusInProgress && len(rec.Response) != 0,
+					rec.Status == store.StatusCompleted && !bytes.Equal(rec.Response, []byte("by "+string(rec.Token))),
+					rec.Status != store.StatusInProgress && rec.Status != store.StatusCompleted:
+					errs <- "Get(" + qs(k) + ") during writes: a torn record " + describe(rec) +
+						" (each generation's fingerprint is fp- and its response by followed by its token)"
+					return
+				}
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for msg := range errs {
+		e.Error(msg)
+	}
 }
 
 func errString(err error) string {

@@ -3,6 +3,8 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/idemkit/idemkit/store"
@@ -180,6 +182,69 @@ var transactorPromiseCases = []testCase{
 			}
 		default:
 			e.Fatalf("Complete after the lease lapsed inside InTx: %v, InTx: %v; want nil and nil, or store.ErrLeaseLost and store.ErrLeaseLost", completeErr, err)
+		}
+	}},
+	{"GetInsideTransaction", func(e *env) {
+		// The Store handed to fn reads inside the transaction: its Get
+		// sees fn's own Claim and Complete before they commit.
+		tx := e.transactor()
+		tok := store.NewToken()
+		err := tx.InTx(e.ctx, func(ctx context.Context, s store.Store) error {
+			if c, err := s.Claim(ctx, "k", "fp", tok, long); err != nil || c.Outcome != store.Acquired {
+				return errors.Join(err, errors.New("storetest: Claim in the transaction: "+c.Outcome.String()+", want acquired"))
+			}
+			if r, err := s.Get(ctx, "k"); err != nil || r.Status != store.StatusInProgress || r.Token != tok {
+				return fmt.Errorf("storetest: Get through fn's Store after its Claim: %s, %v; want the transaction's own claim, in progress (a Get outside the transaction sees nothing)", describe(r), err)
+			}
+			if err := s.Complete(ctx, "k", tok, []byte("inside"), long); err != nil {
+				return err
+			}
+			if r, err := s.Get(ctx, "k"); err != nil || r.Status != store.StatusCompleted || string(r.Response) != "inside" {
+				return fmt.Errorf("storetest: Get through fn's Store after its Complete: %s, %v; want the transaction's own completed record", describe(r), err)
+			}
+			return nil
+		})
+		if err != nil {
+			e.Fatalf("InTx: %v", err)
+		}
+		e.wantCompleted("k", "fp", tok, []byte("inside"))
+	}},
+	{"RunsFnOnce", func(e *env) {
+		// InTx calls fn once, whether it returns nil, an error or panics:
+		// fn does the caller's effect, and running it again is a second
+		// effect the caller did not ask for.
+		tx := e.transactor()
+		for _, how := range []string{"returns nil", "returns an error", "panics"} {
+			key := "k-" + strings.ReplaceAll(how, " ", "-")
+			runs := 0
+			fn := func(ctx context.Context, s store.Store) error {
+				runs++
+				tok := store.NewToken()
+				if _, err := s.Claim(ctx, key, "fp", tok, long); err != nil {
+					return err
+				}
+				switch how {
+				case "returns an error":
+					return errBoom
+				case "panics":
+					panic(errBoom)
+				}
+				return s.Complete(ctx, key, tok, []byte("once"), long)
+			}
+			err := func() error {
+				defer func() {
+					if p := recover(); p != nil && p != errBoom {
+						panic(p)
+					}
+				}()
+				return tx.InTx(e.ctx, fn)
+			}()
+			if how == "returns nil" && err != nil {
+				e.Fatalf("InTx: %v", err)
+			}
+			if runs != 1 {
+				e.Errorf("InTx ran fn %d times when fn %s, want once", runs, how)
+			}
 		}
 	}},
 	{"JoinsOnlyOwnTransactions", func(e *env) {

@@ -7,6 +7,7 @@
 //	store                      the standard library only
 //	keyer                      the standard library only
 //	storetest                  store and the standard library
+//	storetest/linearize        store and the standard library
 //	store/<backend>            store, internal/coalesce, its own driver, the standard library; never another backend
 //	                           (store/nats, a nested module: store and nats.go, jetstream included)
 //	                           (store/dynamodb is a nested module; its driver is the AWS SDK for Go v2 with smithy-go)
@@ -61,15 +62,16 @@ var drivers = map[string][]string{
 // allowed lists, for each library package, the packages of the module it
 // may import outside its tests.
 var allowed = map[string][]string{
-	"store":        {},
-	"keyer":        {},
-	"storetest":    {"store"},
-	"idem":         {"store", "keyer"},
-	"httpidem":     {"idem", "store", "keyer"},
-	"httpidemtest": {"keyer"},
-	"dedup":        {"idem", "store", "keyer"},
-	"purge":        {"store"},
-	"idemclient":   {},
+	"store":               {},
+	"keyer":               {},
+	"storetest":           {"store"},
+	"storetest/linearize": {"store"},
+	"idem":                {"store", "keyer"},
+	"httpidem":            {"idem", "store", "keyer"},
+	"httpidemtest":        {"keyer"},
+	"dedup":               {"idem", "store", "keyer"},
+	"purge":               {"store"},
+	"idemclient":          {},
 }
 
 // contribMay lists the packages of the module that a nested integration

@@ -88,6 +88,8 @@ func TestCheckFindsViolations(t *testing.T) {
 		{ImportPath: m("store/dynamodb"), XTestImports: []string{m("store/memory")}},
 		{ImportPath: m("store/redis"), Imports: []string{"github.com/aws/aws-sdk-go-v2/service/dynamodb"}},
 		{ImportPath: m("store/dynamodb"), Imports: []string{"github.com/aws/aws-sdk-go-v2-fork/service/dynamodb"}},
+		{ImportPath: m("storetest/linearize"), Imports: []string{m("store")}, XTestImports: []string{m("storetest")}}, // good
+		{ImportPath: m("storetest/linearize"), Imports: []string{m("idem")}},
 	}
 	got := Check(pkgs)
 	want := []string{
@@ -115,6 +117,7 @@ func TestCheckFindsViolations(t *testing.T) {
 		"store/dynamodb imports " + m("store/memory") + ": a backend's tests import no other backend",
 		"store/redis imports github.com/aws/aws-sdk-go-v2/service/dynamodb",
 		"store/dynamodb imports github.com/aws/aws-sdk-go-v2-fork/service/dynamodb",
+		"storetest/linearize imports " + m("idem"),
 	}
 	if len(got) != len(want) {
 		t.Fatalf("Check found %d violations, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))

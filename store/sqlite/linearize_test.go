@@ -1,0 +1,14 @@
+package sqlite_test
+
+import (
+	"testing"
+
+	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/storetest/linearize"
+)
+
+// TestLinearizable checks concurrent histories under lost replies,
+// timeouts and retries against the contract, on a database file.
+func TestLinearizable(t *testing.T) {
+	linearize.Run(t, linearize.Harness{New: func(t *testing.T) store.Store { return openFile(t) }})
+}
