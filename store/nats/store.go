@@ -190,11 +190,14 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if s.serverHasTTL() {
 		cfg.LimitMarkerTTL = time.Second
 	}
-	_, err := s.js.CreateKeyValue(ctx, cfg)
-	if err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
-		return fmt.Errorf("nats: migrate: creating bucket %s: %w", s.bucket, err)
-	}
 	st, err := s.js.Stream(ctx, s.stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = s.js.CreateKeyValue(ctx, cfg)
+		if err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
+			return fmt.Errorf("nats: migrate: creating bucket %s: %w", s.bucket, err)
+		}
+		st, err = s.js.Stream(ctx, s.stream)
+	}
 	if err != nil {
 		return fmt.Errorf("nats: migrate: reading bucket %s: %w", s.bucket, err)
 	}
