@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -154,8 +155,14 @@ func (c *checker) count() (int, bool) {
 // Check runs every rule against tg, one after the other (each counts
 // effects before and after), and returns a result for each, in the order of
 // Rules. Its error is for a target it cannot use; violations are results.
-// ctx bounds the run: rules not started when it ends fail.
-func Check(ctx context.Context, tg Target) ([]Result, error) {
+// ctx bounds the run: rules not started when it ends fail. With names,
+// only the rules named run.
+func Check(ctx context.Context, tg Target, names ...string) ([]Result, error) {
+	for _, n := range names {
+		if !slices.ContainsFunc(rules, func(r rule) bool { return r.Name == n }) {
+			return nil, fmt.Errorf("httpidemtest: check: no rule %q", n)
+		}
+	}
 	t, err := prepare(tg)
 	if err != nil {
 		return nil, err
@@ -163,7 +170,9 @@ func Check(ctx context.Context, tg Target) ([]Result, error) {
 	defer t.close()
 	out := make([]Result, 0, len(rules))
 	for _, r := range rules {
-		out = append(out, runRule(ctx, t, r))
+		if len(names) == 0 || slices.Contains(names, r.Name) {
+			out = append(out, runRule(ctx, t, r))
+		}
 	}
 	return out, nil
 }

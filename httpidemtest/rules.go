@@ -34,14 +34,14 @@ var rules = []rule{
 
 func needFail(t *target) string {
 	if t.Fail == nil {
-		return "needs Target.Fail: a way to make the endpoint answer 500 or 429 without its effect"
+		return "needs Target.Fail (in-process targets): a way to make the endpoint answer 500 or 429 without its effect"
 	}
 	return ""
 }
 
 func needRestart(t *target) string {
 	if t.Restart == nil {
-		return "needs Target.Restart: a way to restart the server"
+		return "needs Target.Restart (in-process targets): a way to restart the server"
 	}
 	return ""
 }
