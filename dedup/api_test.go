@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/dedup"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/storetest"
 )
@@ -17,29 +18,33 @@ import (
 func TestNewRejects(t *testing.T) {
 	s := backends[0].new(t).Store
 	cases := map[string]struct {
-		s    store.Store
-		opts []dedup.Option
+		opts []any
+		pkg  string
 	}{
-		"NilStore":       {nil, nil},
-		"ZeroLease":      {s, []dedup.Option{dedup.WithLease(0)}},
-		"SubMsLease":     {s, []dedup.Option{dedup.WithLease(time.Microsecond)}},
-		"ZeroRetention":  {s, []dedup.Option{dedup.WithRetention(0)}},
-		"NegRetention":   {s, []dedup.Option{dedup.WithRetention(-time.Hour)}},
-		"LongScope":      {s, []dedup.Option{dedup.WithScope(strings.Repeat("s", store.MaxKeyLen))}},
-		"NULInScope":     {s, []dedup.Option{dedup.WithScope("a\x00b")}},
-		"InvalidUTF8Scp": {s, []dedup.Option{dedup.WithScope("\xff")}},
-		"NilLogger":      {s, []dedup.Option{dedup.WithLogger(nil)}},
-		"NilObserver":    {s, []dedup.Option{dedup.WithObserver(nil)}},
+		"ZeroLease":      {[]any{idem.WithLease(0)}, "idem"},
+		"SubMsLease":     {[]any{idem.WithLease(time.Microsecond)}, "idem"},
+		"ZeroRetention":  {[]any{idem.WithRetention(0)}, "idem"},
+		"NegRetention":   {[]any{idem.WithRetention(-time.Hour)}, "idem"},
+		"NilLogger":      {[]any{idem.WithLogger(nil)}, "idem"},
+		"NilTracer":      {[]any{idem.WithTracer(nil)}, "idem"},
+		"LongScope":      {[]any{dedup.WithScope(strings.Repeat("s", store.MaxKeyLen))}, "dedup"},
+		"NULInScope":     {[]any{dedup.WithScope("a\x00b")}, "dedup"},
+		"InvalidUTF8Scp": {[]any{dedup.WithScope("\xff")}, "dedup"},
+		"NilOption":      {[]any{dedup.Option(nil)}, "dedup"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			d, err := dedup.New(c.s, c.opts...)
+			d, err := newDedup(s, c.opts...)
 			assert.ErrorIs(t, err, store.ErrInvalid)
 			assert.Nil(t, d)
-			assert.True(t, strings.HasPrefix(err.Error(), "dedup: new: "), err.Error())
+			assert.True(t, strings.HasPrefix(err.Error(), c.pkg+": new: "), err.Error())
+			assert.Equal(t, 1, strings.Count(err.Error(), "new:"), "each layer once: %s", err)
 		})
 	}
-	d, err := dedup.New(s, dedup.WithLease(dedup.MinLease))
+	d, err := dedup.New(nil)
+	assert.ErrorIs(t, err, store.ErrInvalid, "a nil engine")
+	assert.Nil(t, d)
+	d, err = newDedup(s, idem.WithLease(idem.MinLease))
 	require.NoError(t, err, "MinLease is accepted")
 	require.NotNil(t, d)
 }
@@ -81,7 +86,7 @@ func TestProcessRejects(t *testing.T) {
 func TestMismatch(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend, subj storetest.Subject) {
 		d := newDeduper(t, subj.Store)
-		_, err := subj.Store.Claim(t.Context(), d.Key("evt_foreign"), "someone-else", store.NewToken(), time.Minute)
+		_, err := subj.Store.Claim(t.Context(), keyOf(d, "evt_foreign"), "someone-else", store.NewToken(), time.Minute)
 		require.NoError(t, err)
 		out, err := d.Process(t.Context(), "evt_foreign", func(context.Context) error {
 			t.Error("fn called on a foreign key")
@@ -97,19 +102,21 @@ func TestOutcome(t *testing.T) {
 	cases := []struct {
 		o   dedup.Outcome
 		s   string
-		ack bool
+		act dedup.Action
 	}{
-		{dedup.Processed, "processed", true},
-		{dedup.Duplicate, "duplicate", true},
-		{dedup.InFlight, "in flight", false},
-		{dedup.Failed, "failed", false},
-		{0, "Outcome(0)", false},
-		{9, "Outcome(9)", false},
+		{dedup.Processed, "processed", dedup.Ack},
+		{dedup.Duplicate, "duplicate", dedup.Ack},
+		{dedup.InFlight, "in flight", dedup.Retry},
+		{dedup.Failed, "failed", dedup.Retry},
+		{dedup.Mismatch, "mismatch", dedup.DeadLetter},
+		{0, "Outcome(0)", dedup.Retry},
+		{9, "Outcome(9)", dedup.Retry},
 	}
 	for _, c := range cases {
 		assert.Equal(t, c.s, c.o.String())
-		assert.Equal(t, c.ack, c.o.Ack(), c.s)
+		assert.Equal(t, c.act, c.o.Action(), c.s)
 	}
+	assert.Equal(t, "dead-letter", dedup.DeadLetter.String())
 }
 
 func TestProcessTxNeedsTransactor(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idemkit/dedup"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -28,7 +29,7 @@ func BenchmarkProcess(b *testing.B) {
 		}
 		b.Run(be.name, func(b *testing.B) {
 			subj := be.new(b)
-			d, err := dedup.New(subj.Store)
+			d, err := newDedup(subj.Store)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -40,13 +41,13 @@ func BenchmarkProcess(b *testing.B) {
 
 			b.Run("New/raw", func(b *testing.B) {
 				for b.Loop() {
-					key := d.Key(next())
+					key := keyOf(d, next())
 					tok := store.NewToken()
-					c, err := s.Claim(ctx, key, "dedup/v1", tok, dedup.DefaultLease)
+					c, err := s.Claim(ctx, key, "dedup/v1", tok, idem.DefaultLease)
 					if err != nil || c.Outcome != store.Acquired {
 						b.Fatal(c.Outcome, err)
 					}
-					if err := s.Complete(ctx, key, tok, nil, dedup.DefaultRetention); err != nil {
+					if err := s.Complete(ctx, key, tok, nil, idem.DefaultRetention); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -64,9 +65,9 @@ func BenchmarkProcess(b *testing.B) {
 				b.Fatal(out, err)
 			}
 			b.Run("Duplicate/raw", func(b *testing.B) {
-				key := d.Key(dup)
+				key := keyOf(d, dup)
 				for b.Loop() {
-					c, err := s.Claim(ctx, key, "dedup/v1", store.NewToken(), dedup.DefaultLease)
+					c, err := s.Claim(ctx, key, "dedup/v1", store.NewToken(), idem.DefaultLease)
 					if err != nil || c.Outcome != store.Completed {
 						b.Fatal(c.Outcome, err)
 					}
@@ -83,13 +84,13 @@ func BenchmarkProcess(b *testing.B) {
 			b.Run("NewParallel/raw", func(b *testing.B) {
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
-						key := d.Key(next())
+						key := keyOf(d, next())
 						tok := store.NewToken()
-						if _, err := s.Claim(ctx, key, "dedup/v1", tok, dedup.DefaultLease); err != nil {
+						if _, err := s.Claim(ctx, key, "dedup/v1", tok, idem.DefaultLease); err != nil {
 							b.Error(err)
 							return
 						}
-						if err := s.Complete(ctx, key, tok, nil, dedup.DefaultRetention); err != nil {
+						if err := s.Complete(ctx, key, tok, nil, idem.DefaultRetention); err != nil {
 							b.Error(err)
 							return
 						}
@@ -120,7 +121,7 @@ func BenchmarkProcessTx(b *testing.B) {
 		b.Run(be.name, func(b *testing.B) {
 			subj := be.new(b)
 			fx := be.tx(b, subj)
-			d, err := dedup.New(subj.Store)
+			d, err := newDedup(subj.Store)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -132,16 +133,16 @@ func BenchmarkProcessTx(b *testing.B) {
 			b.Run("New/raw", func(b *testing.B) {
 				for b.Loop() {
 					id := next()
-					key := d.Key(id)
+					key := keyOf(d, id)
 					err := tr.InTx(ctx, func(ctx context.Context, s store.Store) error {
 						tok := store.NewToken()
-						if _, err := s.Claim(ctx, key, "dedup/v1", tok, dedup.DefaultLease); err != nil {
+						if _, err := s.Claim(ctx, key, "dedup/v1", tok, idem.DefaultLease); err != nil {
 							return err
 						}
 						if err := fx.apply(ctx, id); err != nil {
 							return err
 						}
-						return s.Complete(ctx, key, tok, nil, dedup.DefaultRetention)
+						return s.Complete(ctx, key, tok, nil, idem.DefaultRetention)
 					})
 					if err != nil {
 						b.Fatal(err)

@@ -7,10 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/keyer"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -20,59 +20,50 @@ import (
 // the payload's fingerprint after a colon.
 const fingerprint = "dedup/v1"
 
-// Deduper runs the work of each message id once while the message is
-// delivered at least once. It is safe for concurrent use by multiple
-// goroutines.
+// Deduper processes each message id once. It is safe for concurrent use.
+// It is a thin adapter over an *idem.Engine: the engine's lease, wait,
+// retention, logger, key redactor and tracer apply to every message.
 type Deduper struct {
-	s      store.Store
-	opts   options
-	lease  *idem.Engine // Process
-	tx     *idem.Engine // ProcessTx; nil when the store is not a store.Transactor
-	prefix string       // put before every id to form the store key
+	e     *idem.Engine
+	scope string
+	run   []idem.RunOption
+	tx    []idem.RunOption
 }
 
-// New returns a Deduper that records ids in s. It fails with an error
-// matching store.ErrInvalid when s is nil or an option is out of range (a
-// lease shorter than MinLease, a non-positive retention, a nil logger, a
-// scope the store cannot hold).
-func New(s store.Store, opts ...Option) (*Deduper, error) {
-	if s == nil {
-		return nil, fmt.Errorf("dedup: new: %w: nil store", store.ErrInvalid)
+// New returns a Deduper that runs every message through e. It fails with
+// an error matching store.ErrInvalid for a nil engine, a nil option or an
+// option given an invalid value.
+func New(e *idem.Engine, opts ...Option) (*Deduper, error) {
+	if e == nil {
+		return nil, fmt.Errorf("dedup: new: nil engine (build one with idem.New): %w", store.ErrInvalid)
 	}
-	o := defaults()
-	for _, opt := range opts {
+	o := options{}
+	for i, opt := range opts {
 		if opt == nil {
-			continue // a nil Option is skipped, as everywhere in the module
+			return nil, fmt.Errorf("dedup: new: option %d is nil: %w", i, store.ErrInvalid)
 		}
 		if err := opt(&o); err != nil {
-			return nil, fmt.Errorf("dedup: new: %w: %w", store.ErrInvalid, err)
+			return nil, fmt.Errorf("dedup: new: %w", invalid(err))
 		}
 	}
-	// The scope is length-prefixed, so no scope and id can spell another
-	// scope's key: "dedup:6:stripe:evt_1", or "dedup:0::evt_1" without scope.
-	d := &Deduper{s: s, opts: o, prefix: "dedup:" + strconv.Itoa(len(o.scope)) + ":" + o.scope + ":"}
-	if err := store.CheckKey(d.prefix + "x"); err != nil {
-		return nil, fmt.Errorf("dedup: new: scope: %w", err)
+	d := &Deduper{e: e, scope: o.scope}
+	if _, err := d.Key("x"); err != nil {
+		return nil, fmt.Errorf("dedup: new: WithScope(%q): %w", o.scope, invalid(err))
 	}
-	eopts := []idem.Option{
-		idem.WithLease(o.lease), idem.WithRetention(o.retention), idem.WithLogger(o.logger),
-		idem.WithSameRequest(sameDelivery), idem.WithKeyRedactor(o.redact),
-	}
-	for _, obs := range o.observers {
-		eopts = append(eopts, idem.WithObserver(obs))
-	}
-	var err error
-	if d.lease, err = idem.New(s, eopts...); err != nil {
-		return nil, fmt.Errorf("dedup: new: %w", err)
-	}
-	if _, ok := s.(store.Transactor); ok {
-		// Prepared for ProcessTx, which the caller chooses explicitly.
-		if d.tx, err = idem.New(s, append(eopts, idem.WithTransactions())...); err != nil {
-			return nil, fmt.Errorf("dedup: new: %w", err)
-		}
-	}
+	d.run = []idem.RunOption{idem.WithSameRequest(sameDelivery)}
+	d.tx = append(d.run[:1:1], idem.InTx())
 	return d, nil
 }
+
+// invalid marks an error as store.ErrInvalid without repeating the store's
+// text.
+func invalid(err error) error { return invalidError{err} }
+
+type invalidError struct{ err error }
+
+func (e invalidError) Error() string        { return e.err.Error() }
+func (e invalidError) Unwrap() error        { return e.err }
+func (e invalidError) Is(target error) bool { return target == store.ErrInvalid }
 
 // sameDelivery: a record written without a payload fingerprint cannot be
 // compared with one written with it; both are dedup's, so the id decides.
@@ -81,11 +72,12 @@ func sameDelivery(recorded, presented string) bool {
 		(presented == fingerprint && strings.HasPrefix(recorded, fingerprint))
 }
 
-// Key returns the store key under which id is recorded, for callers that
-// want to inspect the record with the store's Get. It is
-// "dedup:<len(scope)>:<scope>:<id>", for example "dedup:6:stripe:evt_1".
-func (d *Deduper) Key(id string) string {
-	return d.prefix + id
+// Key returns the store key of a message id: keyer.ScopedKey of the id
+// with the scope "dedup" and the WithScope scope, the one namespacing
+// encoding of idemkit. It fails for an id ScopedKey refuses (empty, longer
+// than keyer.MaxKeyLen, not valid UTF-8, a NUL byte).
+func (d *Deduper) Key(id string) (string, error) {
+	return keyer.ScopedKey(id, "dedup", d.scope)
 }
 
 // Fingerprint returns a fingerprint of a message's payload for ProcessWith:
@@ -152,25 +144,25 @@ func (d *Deduper) process(ctx context.Context, op, id, fp string, fn func(ctx co
 	if err != nil {
 		return Failed, err
 	}
-	if err := store.CheckClaim(key, fp, "t", d.opts.lease); err != nil {
+	if err := store.CheckClaim(key, fp, "t", d.e.Lease()); err != nil {
 		return Failed, fmt.Errorf("dedup: %s %q: fingerprint: %w", op, d.show(id), err)
 	}
-	return d.run(ctx, d.lease, id, key, fp, fn)
+	return d.do(ctx, d.run, id, key, fp, fn)
 }
 
 // run is the one adapter over the engine for Process and ProcessTx: fn's
 // error says its effect did not happen (release, or roll back); nil says it
 // did (record).
-func (d *Deduper) run(ctx context.Context, e *idem.Engine, id, key, fp string, fn func(ctx context.Context) error) (Outcome, error) {
+func (d *Deduper) do(ctx context.Context, ro []idem.RunOption, id, key, fp string, fn func(ctx context.Context) error) (Outcome, error) {
 	var fnErr, cause error
-	res, err := e.Run(ctx, key, fp, func(wctx context.Context) idem.Verdict {
+	res, err := d.e.Run(ctx, key, fp, func(wctx context.Context) idem.Verdict {
 		fnErr = fn(wctx)
 		cause = context.Cause(wctx)
 		if fnErr != nil {
 			return idem.Discard(fnErr.Error())
 		}
 		return idem.Keep(nil)
-	})
+	}, ro...)
 	switch res.Outcome {
 	case store.Completed:
 		d.log(ctx, slog.LevelDebug, "duplicate of a processed id", id)
@@ -219,11 +211,11 @@ func (d *Deduper) check(ctx context.Context, op, id string, fn func(ctx context.
 		return "", fmt.Errorf("dedup: %s %q: %w: nil context", op, d.show(id), store.ErrInvalid)
 	}
 	if id == "" {
-		return "", fmt.Errorf("dedup: %s: %w: empty id", op, store.ErrInvalid)
+		return "", fmt.Errorf("dedup: %s: empty id: %w", op, store.ErrInvalid)
 	}
-	key := d.Key(id)
-	if err := store.CheckKey(key); err != nil {
-		return "", fmt.Errorf("dedup: %s: id: %w", op, err)
+	key, err := d.Key(id)
+	if err != nil {
+		return "", fmt.Errorf("dedup: %s: id: %w", op, invalid(err))
 	}
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("dedup: %s %q: %w", op, d.show(id), err)
@@ -233,15 +225,16 @@ func (d *Deduper) check(ctx context.Context, op, id string, fn func(ctx context.
 
 // show returns an id (or the scope) as log lines and error texts carry it:
 // through the key redactor.
-func (d *Deduper) show(id string) string { return d.opts.redact.Redact(id) }
+func (d *Deduper) show(id string) string { return d.e.RedactKey(id) }
 
 func (d *Deduper) log(ctx context.Context, level slog.Level, msg, id string, attrs ...slog.Attr) {
-	if !d.opts.logger.Enabled(ctx, level) {
+	l := d.e.Logger()
+	if !l.Enabled(ctx, level) {
 		return
 	}
 	attrs = append(attrs, slog.String("id", d.show(id)))
-	if d.opts.scope != "" {
-		attrs = append(attrs, slog.String("scope", d.show(d.opts.scope)))
+	if d.scope != "" {
+		attrs = append(attrs, slog.String("scope", d.show(d.scope)))
 	}
-	d.opts.logger.LogAttrs(ctx, level, "dedup: "+msg, attrs...)
+	l.LogAttrs(ctx, level, "dedup: "+msg, attrs...)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/dedup"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/storetest"
 )
@@ -31,7 +32,7 @@ func TestTwiceInARow(t *testing.T) {
 		assert.Equal(t, dedup.Duplicate, out)
 
 		assert.Equal(t, 1, fx.count(id), "effect applied once")
-		rec, err := subj.Store.Get(t.Context(), d.Key(id))
+		rec, err := subj.Store.Get(t.Context(), keyOf(d, id))
 		require.NoError(t, err)
 		assert.Equal(t, store.StatusCompleted, rec.Status)
 	})
@@ -132,7 +133,7 @@ func TestFailedThenRedelivered(t *testing.T) {
 		out, err := d.Process(t.Context(), id, func(context.Context) error { return boom })
 		assert.Equal(t, dedup.Failed, out)
 		assert.Same(t, boom, err, "fn's own error is returned")
-		_, err = subj.Store.Get(t.Context(), d.Key(id))
+		_, err = subj.Store.Get(t.Context(), keyOf(d, id))
 		assert.ErrorIs(t, err, store.ErrNotFound, "the id was released")
 
 		out, err = d.Process(t.Context(), id, fx.fn(id))
@@ -158,7 +159,7 @@ func TestPanicReleases(t *testing.T) {
 			return nil
 		}()
 		assert.Equal(t, "handler bug", recovered, "the panic goes on to the caller")
-		_, err := subj.Store.Get(t.Context(), d.Key(id))
+		_, err := subj.Store.Get(t.Context(), keyOf(d, id))
 		assert.ErrorIs(t, err, store.ErrNotFound, "the id was released")
 
 		out, err := d.Process(t.Context(), id, fx.fn(id))
@@ -183,8 +184,8 @@ func TestLeaseLapse(t *testing.T) {
 			fx := newEffects()
 			const id = "evt_lapse_renewal"
 			fz := &freezer{Store: subj.Store}
-			stale := newDeduper(t, fz, dedup.WithLease(lease))
-			fresh := newDeduper(t, subj.Store, dedup.WithLease(lease))
+			stale := newDeduper(t, fz, idem.WithLease(lease))
+			fresh := newDeduper(t, subj.Store, idem.WithLease(lease))
 
 			started := make(chan struct{})
 			type result struct {
@@ -204,7 +205,11 @@ func TestLeaseLapse(t *testing.T) {
 				})
 				done <- result{out, err, cause}
 			}()
-			<-started
+			select {
+			case <-started:
+			case r := <-done: // the claim itself failed (a slow claim on a loaded machine)
+				t.Fatalf("the stale run did not start: %v, %v", r.out, r.err)
+			}
 			r := recv(t, done)
 			assert.Equal(t, dedup.Failed, r.out)
 			assert.ErrorIs(t, r.err, store.ErrLeaseLost)
@@ -231,8 +236,8 @@ func TestLeaseLapse(t *testing.T) {
 			fx := newEffects()
 			const id = "evt_lapse_complete"
 			fz := &freezer{Store: subj.Store}
-			stale := newDeduper(t, fz, dedup.WithLease(lease))
-			fresh := newDeduper(t, subj.Store, dedup.WithLease(lease))
+			stale := newDeduper(t, fz, idem.WithLease(lease))
+			fresh := newDeduper(t, subj.Store, idem.WithLease(lease))
 
 			started, wake := make(chan struct{}), make(chan struct{})
 			type result struct {
@@ -256,7 +261,7 @@ func TestLeaseLapse(t *testing.T) {
 			out, err := fresh.Process(t.Context(), id, fx.fn(id))
 			require.NoError(t, err)
 			require.Equal(t, dedup.Processed, out)
-			owner, err := subj.Store.Get(t.Context(), stale.Key(id))
+			owner, err := subj.Store.Get(t.Context(), keyOf(stale, id))
 			require.NoError(t, err)
 
 			fz.thaw()
@@ -266,7 +271,7 @@ func TestLeaseLapse(t *testing.T) {
 			assert.ErrorIs(t, r.err, store.ErrLeaseLost)
 			t.Logf("the stale run sees: %v, %v", r.out, r.err)
 
-			rec, err := subj.Store.Get(t.Context(), stale.Key(id))
+			rec, err := subj.Store.Get(t.Context(), keyOf(stale, id))
 			require.NoError(t, err)
 			assert.Equal(t, owner.Token, rec.Token, "the redelivery's record is untouched")
 			assert.Equal(t, owner.ExpiresAt, rec.ExpiresAt)
@@ -283,8 +288,8 @@ func TestHeartbeatRenews(t *testing.T) {
 		fx := newEffects()
 		const id = "evt_slow"
 		const lease = 300 * time.Millisecond
-		slow := newDeduper(t, subj.Store, dedup.WithLease(lease))
-		other := newDeduper(t, subj.Store, dedup.WithLease(lease))
+		slow := newDeduper(t, subj.Store, idem.WithLease(lease))
+		other := newDeduper(t, subj.Store, idem.WithLease(lease))
 
 		started, finish := make(chan struct{}), make(chan struct{})
 		done := make(chan error, 1)
@@ -331,18 +336,18 @@ func TestScopes(t *testing.T) {
 			id string
 		}{{stripe, "evt_1"}, {github, "evt_1"}, {plain, "evt_1"}, {ab, "c"}, {a, "b:c"}}
 		for _, c := range cases {
-			out, err := c.d.Process(t.Context(), c.id, fx.fn(c.d.Key(c.id)))
+			out, err := c.d.Process(t.Context(), c.id, fx.fn(keyOf(c.d, c.id)))
 			require.NoError(t, err)
-			assert.Equal(t, dedup.Processed, out, "%s", c.d.Key(c.id))
+			assert.Equal(t, dedup.Processed, out, "%s", keyOf(c.d, c.id))
 		}
 		for _, c := range cases {
-			out, err := c.d.Process(t.Context(), c.id, fx.fn(c.d.Key(c.id)))
+			out, err := c.d.Process(t.Context(), c.id, fx.fn(keyOf(c.d, c.id)))
 			require.NoError(t, err)
-			assert.Equal(t, dedup.Duplicate, out, "%s", c.d.Key(c.id))
-			assert.Equal(t, 1, fx.count(c.d.Key(c.id)))
+			assert.Equal(t, dedup.Duplicate, out, "%s", keyOf(c.d, c.id))
+			assert.Equal(t, 1, fx.count(keyOf(c.d, c.id)))
 		}
-		assert.Equal(t, "dedup:6:stripe:evt_1", stripe.Key("evt_1"))
-		assert.Equal(t, "dedup:0::evt_1", plain.Key("evt_1"))
+		assert.Equal(t, "5:dedup|6:stripe|5:evt_1", keyOf(stripe, "evt_1"))
+		assert.Equal(t, "5:dedup|0:|5:evt_1", keyOf(plain, "evt_1"))
 	})
 }
 
@@ -356,7 +361,7 @@ func TestCancelledContext(t *testing.T) {
 		assert.Equal(t, dedup.Failed, out)
 		assert.ErrorIs(t, err, context.Canceled)
 		assert.Zero(t, fx.count("evt_cancelled"), "fn not called")
-		_, err = subj.Store.Get(t.Context(), d.Key("evt_cancelled"))
+		_, err = subj.Store.Get(t.Context(), keyOf(d, "evt_cancelled"))
 		assert.ErrorIs(t, err, store.ErrNotFound, "nothing claimed")
 	})
 }

@@ -9,16 +9,17 @@
 // that remembers which message ids it has processed. A Deduper remembers
 // them in a store.Store (memory, SQLite, PostgreSQL, Redis):
 //
-//	d, err := dedup.New(st, dedup.WithScope("stripe"))
+//	e, err := idem.New(st) // lease, wait, retention, logger, tracer: once
 //	...
-//	out, err := d.Process(ctx, event.ID, func(ctx context.Context) error {
+//	d, err := dedup.New(e, dedup.WithScope("stripe"))
+//	...
+//	out, err := d.ProcessWith(ctx, event.ID, dedup.Fingerprint(event.Payload), func(ctx context.Context) error {
 //		return applyEvent(ctx, event)
 //	})
-//	if out.Ack() {
-//		// Processed now, or a Duplicate of a processed event: ack / 2xx.
-//	} else {
-//		// InFlight elsewhere, or Failed (err says why): nack / 5xx, the
-//		// broker redelivers and the next delivery tries again.
+//	switch out.Action() {
+//	case dedup.Ack: // Processed now, or a Duplicate of a processed event: ack / 2xx.
+//	case dedup.Retry: // InFlight elsewhere, or Failed (err says why): nack / 5xx.
+//	case dedup.DeadLetter: // Mismatch: the id came with another payload: dead-letter / 422.
 //	}
 //
 // # Outcomes
@@ -31,7 +32,7 @@
 //
 // Deduper is a thin adapter over package idem, the engine under every
 // surface of idemkit: claim, heartbeat, settle and the slow-claim rule are
-// idem's, the same as httpidem's, and WithObserver sees the same events.
+// idem's, the same as httpidem's, and the engine's tracer sees the same runs.
 //
 // # Fingerprints
 //
@@ -42,9 +43,11 @@
 //
 // # Leases and the heartbeat
 //
-// Process holds the id with a lease (WithLease) while fn runs, and renews it
-// every lease/2 with a re-entrant Claim, so a slow consumer is never overtaken
-// by a redelivery of the same message: the redelivery sees InFlight. The
+// Process holds the id with the engine's lease (idem.WithLease) while fn
+// runs, and renews it every lease/2 with a re-entrant Claim, so a slow consumer is never overtaken
+// by a redelivery of the same message: the redelivery waits for it (the
+// engine's idem.WithWait, 10 s by default), then sees Duplicate, or InFlight
+// if the first delivery is still running. The
 // lease only bounds how long a consumer that died mid-fn keeps the id. If a
 // consumer is frozen for longer than the lease (its renewals could not run),
 // a redelivery may claim the id and run fn; the frozen run then finds out at
@@ -59,13 +62,14 @@
 // When the effect is a write to the same SQL database that holds the ids,
 // ProcessTx (for stores implementing store.Transactor) records the id and
 // fn's writes in one transaction: both commit or neither does, with no lease
-// to lose. This is the processed_events pattern: the event id is inserted
+// to lose. Process and ProcessTx run on the same Deduper and engine: the
+// mode is chosen per call. This is the processed_events pattern: the event id is inserted
 // under a unique key in the same transaction as the effect.
 //
 // # Choosing the retention
 //
-// A processed id is remembered for the retention (WithRetention, default
-// DefaultRetention); a redelivery after that runs fn again. Set it longer
+// A processed id is remembered for the engine's retention
+// (idem.WithRetention, default idem.DefaultRetention, 24 h); a redelivery after that runs fn again. Set it longer
 // than the longest time the broker may redeliver a message after its first
 // delivery, with margin: the SQS queue's message retention period, a Kafka
 // topic's retention if consumers may be rewound, a JetStream stream's MaxAge,
@@ -77,8 +81,8 @@
 //
 // # Keys
 //
-// An id is recorded under the store key "dedup:<len(scope)>:<scope>:<id>"
-// (see Deduper.Key). Ids from different sources should get different scopes
+// An id is recorded under keyer.ScopedKey(id, "dedup", scope), the one
+// namespacing encoding of idemkit (see Deduper.Key). Ids from different sources should get different scopes
 // (WithScope), since two senders may use the same ids.
 //
 // # Ids out of logs
@@ -87,7 +91,7 @@
 // only redacted ("id", "scope", and the engine's "key"), as does the text of
 // every error Process returns or logs: by default as keyer.DefaultRedactor()
 // writes them, "hmac:" and 32 hex digits of an HMAC with a secret drawn
-// once per process. WithKeyRedactor chooses another (keyer.RawKeys only by
-// explicit choice). Events given to WithObserver keep the raw key, and the
+// once per process. The engine's idem.WithKeyRedactor chooses another
+// (keyer.RawKeys only by explicit choice). Tracers get the raw key, and the
 // error fn returns is passed on as it is.
 package dedup

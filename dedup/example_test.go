@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/idemkit/idemkit/dedup"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/store/memory"
 )
 
@@ -37,29 +39,39 @@ func (l *ledger) credit(amount int) {
 
 // webhook answers the sender from the Outcome: 200 when the event is
 // processed (now or before), so the sender stops retrying; 409 with
-// Retry-After while another delivery of it is being processed; 500 when it
+// Retry-After while another delivery of it is still being processed; 422
+// for an id reused with another payload (never retried); 500 when it
 // failed, so the sender retries.
 func webhook(d *dedup.Deduper, l *ledger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, "cannot read the event", http.StatusBadRequest)
+			return
+		}
 		var ev event
-		if err := json.NewDecoder(r.Body).Decode(&ev); err != nil || ev.ID == "" {
+		if err := json.Unmarshal(body, &ev); err != nil || ev.ID == "" {
 			http.Error(w, "bad event", http.StatusBadRequest)
 			return
 		}
-		out, err := d.Process(r.Context(), ev.ID, func(ctx context.Context) error {
+		out, err := d.ProcessWith(r.Context(), ev.ID, dedup.Fingerprint(body), func(ctx context.Context) error {
 			if ev.Type != "payment.succeeded" {
 				return nil // not for us; still recorded, so not reconsidered
 			}
 			l.credit(ev.Amount)
 			return nil
 		})
-		switch out {
-		case dedup.Processed, dedup.Duplicate:
+		switch out.Action() {
+		case dedup.Ack: // Processed, or a Duplicate of a processed event
 			w.WriteHeader(http.StatusOK)
-		case dedup.InFlight:
-			w.Header().Set("Retry-After", "5")
-			w.WriteHeader(http.StatusConflict)
-		default: // dedup.Failed
+		case dedup.DeadLetter: // Mismatch: the id came with another payload
+			http.Error(w, "event id reused with another payload", http.StatusUnprocessableEntity)
+		case dedup.Retry: // InFlight (after the engine's wait) or Failed
+			if out == dedup.InFlight {
+				w.Header().Set("Retry-After", "2")
+				w.WriteHeader(http.StatusConflict)
+				return
+			}
 			log.Printf("webhook %s: %v", ev.ID, err)
 			http.Error(w, "try again", http.StatusInternalServerError)
 		}
@@ -74,7 +86,11 @@ func Example_webhook() {
 		log.Fatal(err)
 	}
 	defer st.Close()
-	d, err := dedup.New(st, dedup.WithScope("stripe"))
+	e, err := idem.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	d, err := dedup.New(e, dedup.WithScope("stripe"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -82,15 +98,17 @@ func Example_webhook() {
 	h := webhook(d, l)
 
 	body := `{"id":"evt_1N2x","type":"payment.succeeded","amount":1990}`
-	for range 2 {
+	forged := `{"id":"evt_1N2x","type":"payment.succeeded","amount":99000}`
+	for _, b := range []string{body, body, forged} {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/webhooks/stripe", strings.NewReader(body)))
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/webhooks/stripe", strings.NewReader(b)))
 		fmt.Println(rec.Code)
 	}
 	fmt.Println("balance:", l.balance)
 	// Output:
 	// 200
 	// 200
+	// 422
 	// balance: 1990
 }
 
@@ -102,7 +120,11 @@ func ExampleDeduper_Process() {
 		log.Fatal(err)
 	}
 	defer st.Close()
-	d, err := dedup.New(st, dedup.WithScope("orders-queue"))
+	e, err := idem.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	d, err := dedup.New(e, dedup.WithScope("orders-queue"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -120,10 +142,13 @@ func ExampleDeduper_Process() {
 		out, err := d.Process(context.Background(), id, func(ctx context.Context) error {
 			return handle(ctx, id)
 		})
-		if out.Ack() {
+		switch out.Action() {
+		case dedup.Ack:
 			fmt.Printf("%s: %v, ack\n", id, out)
-		} else {
+		case dedup.Retry:
 			fmt.Printf("%s: %v (%v), nack\n", id, out, err)
+		case dedup.DeadLetter:
+			fmt.Printf("%s: %v, dead-letter\n", id, out)
 		}
 	}
 	// Output:

@@ -7,6 +7,7 @@ import (
 	"log"
 
 	"github.com/idemkit/idemkit/dedup"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/store/sqlite"
 )
 
@@ -26,7 +27,11 @@ func ExampleDeduper_ProcessTx() {
 	if _, err := st.DB().ExecContext(ctx, "CREATE TABLE payments (event_id TEXT, amount INTEGER)"); err != nil {
 		log.Fatal(err)
 	}
-	d, err := dedup.New(st, dedup.WithScope("payments-queue"))
+	e, err := idem.New(st)
+	if err != nil {
+		log.Fatal(err)
+	}
+	d, err := dedup.New(e, dedup.WithScope("payments-queue"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -46,7 +51,7 @@ func ExampleDeduper_ProcessTx() {
 			}
 			return nil
 		})
-		fmt.Printf("%s: %v, ack=%v, err=%v\n", id, out, out.Ack(), err)
+		fmt.Printf("%s: %v, %v, err=%v\n", id, out, out.Action(), err)
 	}
 	consume("pay_1", 1990) // fails after its insert
 	consume("pay_1", 1990) // redelivered: runs again
@@ -58,8 +63,8 @@ func ExampleDeduper_ProcessTx() {
 	}
 	fmt.Println("rows:", n, "total:", total)
 	// Output:
-	// pay_1: failed, ack=false, err=ledger service timed out
-	// pay_1: processed, ack=true, err=<nil>
-	// pay_1: duplicate, ack=true, err=<nil>
+	// pay_1: failed, retry, err=ledger service timed out
+	// pay_1: processed, ack, err=<nil>
+	// pay_1: duplicate, ack, err=<nil>
 	// rows: 1 total: 1990
 }

@@ -120,7 +120,7 @@ func TestStoreFailures(t *testing.T) {
 		t.Run("CompleteFails", func(t *testing.T) {
 			fx := newEffects()
 			fs := newFaulty(subj.Store)
-			d := newDeduper(t, fs, dedup.WithLease(100*time.Millisecond))
+			d := newDeduper(t, fs, idem.WithLease(100*time.Millisecond))
 			const id = "evt_complete_fails"
 			fs.failNext("complete", 1000)
 			out, err := d.Process(t.Context(), id, fx.fn(id))
@@ -153,7 +153,7 @@ func TestStoreFailures(t *testing.T) {
 			fx := newEffects()
 			fs := newFaulty(subj.Store)
 			const lease = 200 * time.Millisecond
-			d := newDeduper(t, fs, dedup.WithLease(lease))
+			d := newDeduper(t, fs, idem.WithLease(lease))
 			const id = "evt_renewal_fails"
 			out, err := d.Process(t.Context(), id, func(ctx context.Context) error {
 				fs.failNext("claim", 1) // the next renewal fails; the one after works
@@ -174,7 +174,7 @@ func TestLapsedButUnclaimed(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend, subj storetest.Subject) {
 		fx := newEffects()
 		lease := leaseFor(subj)
-		d := newDeduper(t, subj.Store, dedup.WithLease(lease))
+		d := newDeduper(t, subj.Store, idem.WithLease(lease))
 		const id = "evt_lapsed_unclaimed"
 		out, err := d.Process(t.Context(), id, func(ctx context.Context) error {
 			advance(t, subj, lease+lease/2)
@@ -197,7 +197,7 @@ func TestLogger(t *testing.T) {
 	var mu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	fs := newFaulty(subj.Store)
-	d := newDeduper(t, fs, dedup.WithLogger(logger), dedup.WithScope("queue"))
+	d := newDeduper(t, fs, idem.WithLogger(logger), dedup.WithScope("queue"))
 	fs.failNext("release", 3) // every attempt of the engine's release
 	_, err := d.Process(t.Context(), "evt_logged", func(context.Context) error { return errors.New("no") })
 	require.Error(t, err)
@@ -272,11 +272,11 @@ func TestRenewalHangs(t *testing.T) {
 	hs := &hangingStore{Store: subj.Store}
 	const lease = 200 * time.Millisecond
 	gaveUp := make(chan error, 16)
-	d := newDeduper(t, hs, dedup.WithLease(lease), dedup.WithObserver(func(e idem.Event) {
+	d := newDeduper(t, hs, idem.WithLease(lease), idem.WithTracer(events(func(e idem.Event) {
 		if e.Kind == idem.StoreError && e.Op == idem.OpRenew {
 			gaveUp <- e.Err
 		}
-	}))
+	})))
 	out, err := d.Process(t.Context(), "evt_renewal_hangs", func(ctx context.Context) error {
 		hs.hang.Store(true)
 		assert.ErrorIs(t, recv(t, gaveUp), context.DeadlineExceeded, "the renewal gave up after lease/2")

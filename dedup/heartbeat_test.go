@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/dedup"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -22,8 +23,8 @@ func TestHeartbeatRealTicker(t *testing.T) {
 		s := newRealClockStore(t)
 		const lease = 10 * time.Second
 		fx := newEffects()
-		slow := newDeduper(t, s, dedup.WithLease(lease))
-		other := newDeduper(t, s, dedup.WithLease(lease))
+		slow := newDeduper(t, s, idem.WithLease(lease))
+		other := newDeduper(t, s, idem.WithLease(lease))
 		const id = "evt_real_ticker"
 
 		done := make(chan error, 1)
@@ -44,7 +45,7 @@ func TestHeartbeatRealTicker(t *testing.T) {
 			out, err := other.Process(t.Context(), id, fx.fn(id))
 			require.NoError(t, err)
 			require.Equal(t, dedup.InFlight, out)
-			rec, err := s.Get(t.Context(), slow.Key(id))
+			rec, err := s.Get(t.Context(), keyOf(slow, id))
 			require.NoError(t, err)
 			assert.True(t, rec.LockedUntil.After(time.Now().Add(lease/3)), "lease renewed ahead of now")
 		}

@@ -2,6 +2,7 @@ package dedup_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -9,17 +10,48 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/dedup"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/storetest"
 )
 
-// newDeduper returns a Deduper on s, failing the test on error.
-func newDeduper(t *testing.T, s store.Store, opts ...dedup.Option) *dedup.Deduper {
+// newDeduper returns a Deduper on an engine for s, failing the test on
+// error: opts are idem.Options (the engine's) or dedup.Options. Unless a
+// test says otherwise, an id in flight is reported at once
+// (idem.WithWait(0)).
+func newDeduper(t testing.TB, s store.Store, opts ...any) *dedup.Deduper {
 	t.Helper()
-	d, err := dedup.New(s, opts...)
+	d, err := newDedup(s, opts...)
 	require.NoError(t, err)
 	return d
 }
+
+func newDedup(s store.Store, opts ...any) (*dedup.Deduper, error) {
+	eopts := []idem.Option{idem.WithWait(0)}
+	var dopts []dedup.Option
+	for _, o := range opts {
+		switch o := o.(type) {
+		case idem.Option:
+			eopts = append(eopts, o)
+		case dedup.Option:
+			dopts = append(dopts, o)
+		default:
+			panic(fmt.Sprintf("newDeduper: option of type %T", o))
+		}
+	}
+	e, err := idem.New(s, eopts...)
+	if err != nil {
+		return nil, err
+	}
+	return dedup.New(e, dopts...)
+}
+
+// events turns a func into a Tracer that sees every Event of a run.
+type events func(idem.Event)
+
+func (events) TraceRunStart(ctx context.Context, _ idem.RunStart) context.Context { return ctx }
+func (events) TraceRunEnd(context.Context, idem.RunEnd)                           {}
+func (f events) TraceEvent(_ context.Context, ev idem.Event)                      { f(ev) }
 
 // effects counts how many times each id's effect was applied: the thing that
 // must happen once.
@@ -133,4 +165,13 @@ func recv[T any](t *testing.T, ch <-chan T) T {
 	}
 	var zero T
 	return zero
+}
+
+// keyOf is d.Key for an id the test knows is valid.
+func keyOf(d *dedup.Deduper, id string) string {
+	k, err := d.Key(id)
+	if err != nil {
+		panic(err)
+	}
+	return k
 }

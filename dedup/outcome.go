@@ -6,12 +6,12 @@ import "strconv"
 // broker or the webhook sender. Outcomes are values, not errors: a duplicate
 // is a normal event in an at-least-once system.
 //
-//	Outcome     error   what happened                                  what to do with the message
-//	Processed   nil     fn ran now and succeeded; the id is recorded   ack (webhook: 2xx)
-//	Duplicate   nil     the id was processed before; fn did not run    ack (webhook: 2xx)
-//	InFlight    nil     another delivery holds the id and is running   nack / redeliver later (webhook: 409 or 503)
-//	Failed      non-nil fn, the store or the lease failed          nack / redeliver later (webhook: 5xx)
-//	Mismatch    nil     the id was used with another payload (ProcessWith)  do not apply; dead-letter it (webhook: 422)
+//	Outcome     error   what happened                                       Action      what to do with the message
+//	Processed   nil     fn ran now and succeeded; the id is recorded        Ack         ack (webhook: 2xx)
+//	Duplicate   nil     the id was processed before; fn did not run         Ack         ack (webhook: 2xx)
+//	InFlight    nil     another delivery holds the id, after the wait       Retry       nack / redeliver later (webhook: 409)
+//	Failed      non-nil fn, the store or the lease failed               Retry       nack / redeliver later (webhook: 5xx)
+//	Mismatch    nil     the id was used with another payload (ProcessWith)  DeadLetter  do not apply; dead-letter it (webhook: 422)
 //
 // Process returns a non-nil error exactly when the outcome is Failed.
 type Outcome uint8
@@ -42,11 +42,46 @@ const (
 	Mismatch
 )
 
-// Ack reports whether the message should be acknowledged (removed from the
-// queue, answered with 2xx): true for Processed and Duplicate, false for
-// InFlight, Failed and Mismatch.
-func (o Outcome) Ack() bool {
-	return o == Processed || o == Duplicate
+// Action says what to tell the broker or the webhook sender about a
+// delivery, so that no outcome can loop: Processed and Duplicate are Ack;
+// InFlight and Failed are Retry (the next delivery replays or runs);
+// Mismatch is DeadLetter (the id was reused with another payload: no
+// redelivery will ever apply it).
+func (o Outcome) Action() Action {
+	switch o {
+	case Processed, Duplicate:
+		return Ack
+	case Mismatch:
+		return DeadLetter
+	}
+	return Retry
+}
+
+// Action is what to do with a delivered message, given its Outcome.
+type Action uint8
+
+const (
+	// Ack: the message is done; ack it (webhook: 2xx).
+	Ack Action = iota + 1
+	// Retry: let the broker redeliver it later: nack, or leave it to the
+	// visibility timeout (webhook: 409 for InFlight, 5xx for Failed).
+	Retry
+	// DeadLetter: the message will never be applied as it is; move it to
+	// the dead-letter queue, or log and ack it (webhook: 422).
+	DeadLetter
+)
+
+// String returns the action's name in lower case.
+func (a Action) String() string {
+	switch a {
+	case Ack:
+		return "ack"
+	case Retry:
+		return "retry"
+	case DeadLetter:
+		return "dead-letter"
+	}
+	return "Action(" + strconv.Itoa(int(a)) + ")"
 }
 
 // String returns "processed", "duplicate", "in flight", "failed", or

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/dedup"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/redacttest"
 	"github.com/idemkit/idemkit/keyer"
 	"github.com/idemkit/idemkit/store"
@@ -32,7 +33,7 @@ var errDown = errors.New("test: store down")
 // payload mismatch, an id in flight, a failing fn whose release fails, a
 // store that is down, a lost lease, a nil fn and ProcessTx on a store without transactions. It returns the log and the
 // text of every error returned.
-func scriptDedup(t *testing.T, opts ...dedup.Option) (logs string, errs []string) {
+func scriptDedup(t *testing.T, opts ...any) (logs string, errs []string) {
 	t.Helper()
 	clock := storetest.NewManualClock(time.Now())
 	mem, err := memory.New(memory.WithClock(clock.Now))
@@ -42,18 +43,18 @@ func scriptDedup(t *testing.T, opts ...dedup.Option) (logs string, errs []string
 	var d *dedup.Deduper
 	q := &redacttest.QuotingStore{Err: errDown, Store: mem, Fail: func(op, key string, n int) bool {
 		switch {
-		case key == d.Key(id("done")) && op == "complete":
+		case key == keyOf(d, id("done")) && op == "complete":
 			return n <= 2
-		case key == d.Key(id("fail")) && op == "release":
+		case key == keyOf(d, id("fail")) && op == "release":
 			return true
-		case key == d.Key(id("down")) && op == "claim":
+		case key == keyOf(d, id("down")) && op == "claim":
 			return true
 		}
 		return false
 	}}
 	var buf redacttest.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	d = newDeduper(t, q, append([]dedup.Option{dedup.WithScope(rawTenant), dedup.WithLogger(logger), dedup.WithLease(200 * time.Millisecond)}, opts...)...)
+	d = newDeduper(t, q, append([]any{dedup.WithScope(rawTenant), idem.WithLogger(logger), idem.WithLease(200 * time.Millisecond)}, opts...)...)
 	ctx := t.Context()
 	ok := func(context.Context) error { return nil }
 	note := func(err error) {
@@ -95,7 +96,7 @@ func scriptDedup(t *testing.T, opts ...dedup.Option) (logs string, errs []string
 	note(err)
 	_, err = d.Process(ctx, id("lost"), func(wctx context.Context) error {
 		clock.Advance(time.Hour) // the lease lapses; another claim takes the key
-		c, err := mem.Claim(ctx, d.Key(id("lost")), "", store.NewToken(), time.Hour)
+		c, err := mem.Claim(ctx, keyOf(d, id("lost")), "", store.NewToken(), time.Hour)
 		require.NoError(t, err)
 		require.Equal(t, store.Acquired, c.Outcome)
 		<-wctx.Done()
@@ -128,7 +129,7 @@ func TestLogsAndErrorsCarryNoRawIDByDefault(t *testing.T) {
 }
 
 func TestLogsAndErrorsCarryRawIDsWhenChosen(t *testing.T) {
-	logs, errs := scriptDedup(t, dedup.WithKeyRedactor(keyer.RawKeys()))
+	logs, errs := scriptDedup(t, idem.WithKeyRedactor(keyer.RawKeys()))
 	assert.Contains(t, logs, `"id":"`+rawID+`-done"`)
 	assert.Contains(t, logs, `"scope":"`+rawTenant+`"`)
 	require.Len(t, errs, 5)
@@ -140,6 +141,6 @@ func TestLogsAndErrorsCarryRawIDsWhenChosen(t *testing.T) {
 func TestKeyRedactorNil(t *testing.T) {
 	s := mustMemory(t)
 	t.Cleanup(func() { s.Close() })
-	_, err := dedup.New(s, dedup.WithKeyRedactor(nil))
+	_, err := newDedup(s, idem.WithKeyRedactor(nil))
 	require.ErrorIs(t, err, store.ErrInvalid)
 }

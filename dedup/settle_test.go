@@ -46,7 +46,7 @@ func TestCompleteSurvivesStoreRestart(t *testing.T) {
 	c := goredis.NewClient(&goredis.Options{Addr: mr.Addr(), MaxRetries: -1, DialTimeout: 100 * time.Millisecond, DialerRetries: 1})
 	t.Cleanup(func() { _ = c.Close() })
 	s := mustRedis(t, c, redis.WithEvictionCheck(false))
-	d := newDeduper(t, s, dedup.WithLease(3*time.Second))
+	d := newDeduper(t, s, idem.WithLease(3*time.Second))
 	fx := newEffects()
 	const id = "evt_restart"
 	back := make(chan struct{})
@@ -79,7 +79,7 @@ func TestRenewalOutlivesCallerCancel(t *testing.T) {
 		// parallel on two cores) stays well under half of it.
 		const lease = 500 * time.Millisecond
 		fx := newEffects()
-		d := newDeduper(t, subj.Store, dedup.WithLease(lease))
+		d := newDeduper(t, subj.Store, idem.WithLease(lease))
 		const id = "evt_cancel_renew"
 		ctx, cancel := context.WithCancel(t.Context())
 		out, err := d.Process(ctx, id, func(fnCtx context.Context) error {
@@ -105,13 +105,13 @@ func TestRenewalOutlivesCallerCancel(t *testing.T) {
 func TestSlowClaimNotActedOn(t *testing.T) {
 	const lease = 100 * time.Millisecond
 	hs := &slowClaims{Store: backends[0].new(t).Store, delay: lease / 2}
-	d := newDeduper(t, hs, dedup.WithLease(lease))
+	d := newDeduper(t, hs, idem.WithLease(lease))
 	fx := newEffects()
 	out, err := d.Process(t.Context(), "evt_slow_claim", fx.fn("evt_slow_claim"))
 	assert.Equal(t, dedup.Failed, out)
 	require.ErrorIs(t, err, idem.ErrSlowClaim)
 	assert.Zero(t, fx.count("evt_slow_claim"))
-	_, err = hs.Get(t.Context(), d.Key("evt_slow_claim"))
+	_, err = hs.Get(t.Context(), keyOf(d, "evt_slow_claim"))
 	require.ErrorIs(t, err, store.ErrNotFound, "released")
 }
 
@@ -145,7 +145,7 @@ func TestProcessWithFingerprint(t *testing.T) {
 		out, err = d.ProcessWith(t.Context(), id, dedup.Fingerprint([]byte(`{"amount":9999}`)), fx.fn(id))
 		require.NoError(t, err)
 		assert.Equal(t, dedup.Mismatch, out)
-		assert.False(t, out.Ack())
+		assert.Equal(t, dedup.DeadLetter, out.Action(), "a Mismatch reaches the dead-letter outcome, never a redelivery loop")
 		out, err = d.Process(t.Context(), id, fx.fn(id))
 		require.NoError(t, err)
 		assert.Equal(t, dedup.Duplicate, out, "without a fingerprint, the id alone decides")

@@ -46,12 +46,12 @@ import (
 // the atomicity a caller relies on when the store is not. ProcessTx fails
 // with store.ErrInvalid when the store is not a store.Transactor.
 func (d *Deduper) ProcessTx(ctx context.Context, id string, fn func(ctx context.Context) error) (Outcome, error) {
-	if d.tx == nil {
-		return Failed, fmt.Errorf("dedup: process tx %q: %w: store %T does not implement store.Transactor", d.show(id), store.ErrInvalid, d.s)
+	if !d.e.CanTransact() {
+		return Failed, fmt.Errorf("dedup: process tx %q: store %T does not implement store.Transactor: %w", d.show(id), d.e.Store(), store.ErrInvalid)
 	}
 	key, err := d.check(ctx, "process tx", id, fn)
 	if err != nil {
 		return Failed, err
 	}
-	return d.run(ctx, d.tx, id, key, fingerprint, fn)
+	return d.do(ctx, d.tx, id, key, fingerprint, fn)
 }

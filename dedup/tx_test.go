@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/dedup"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/storetest"
 )
@@ -59,7 +60,7 @@ func TestProcessTx(t *testing.T) {
 			assert.Equal(t, dedup.Failed, out)
 			assert.ErrorIs(t, err, boom)
 			assert.Zero(t, fx.count(t, id), "the row rolled back with the claim")
-			_, err = subj.Store.Get(t.Context(), d.Key(id))
+			_, err = subj.Store.Get(t.Context(), keyOf(d, id))
 			assert.ErrorIs(t, err, store.ErrNotFound, "the id is free")
 
 			out, err = d.ProcessTx(t.Context(), id, func(ctx context.Context) error { return fx.apply(ctx, id) })
@@ -85,7 +86,7 @@ func TestProcessTx(t *testing.T) {
 			}()
 			assert.Equal(t, "handler bug", recovered)
 			assert.Zero(t, fx.count(t, id), "the row rolled back")
-			_, err := subj.Store.Get(t.Context(), d.Key(id))
+			_, err := subj.Store.Get(t.Context(), keyOf(d, id))
 			assert.ErrorIs(t, err, store.ErrNotFound, "the id is free")
 
 			out, err := d.ProcessTx(t.Context(), id, func(ctx context.Context) error { return fx.apply(ctx, id) })
@@ -134,7 +135,7 @@ func TestProcessTx(t *testing.T) {
 	t.Run("OutlivesLease", func(t *testing.T) {
 		forEachTx(t, func(t *testing.T, subj storetest.Subject, fx txEffect) {
 			lease := leaseFor(subj)
-			d := newDeduper(t, subj.Store, dedup.WithLease(lease))
+			d := newDeduper(t, subj.Store, idem.WithLease(lease))
 			const id = "evt_tx_slow"
 			out, err := d.ProcessTx(t.Context(), id, func(ctx context.Context) error {
 				if err := fx.apply(ctx, id); err != nil {

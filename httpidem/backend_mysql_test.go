@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/testenv"
 	"github.com/idemkit/idemkit/store/mysql"
 )
@@ -33,7 +34,7 @@ type mysqlPayments struct {
 	fail     bool // the handler answers 500 after its insert
 }
 
-func newMySQLPayments(t *testing.T, opts ...httpidem.Option) *mysqlPayments {
+func newMySQLPayments(t *testing.T, opts ...any) *mysqlPayments {
 	t.Helper()
 	db, err := sql.Open("mysql", testenv.MySQLDSN(t))
 	require.NoError(t, err)
@@ -75,9 +76,7 @@ func newMySQLPayments(t *testing.T, opts ...httpidem.Option) *mysqlPayments {
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, `{"id":%d}`, id)
 	})
-	mw, err := httpidem.New(s, opts...)
-	require.NoError(t, err)
-	p.handler = mw(inner)
+	p.handler = mustNew(t, s, opts...)(inner)
 	return p
 }
 
@@ -101,7 +100,7 @@ func (p *mysqlPayments) count(t *testing.T) int {
 // run the handler once and write one payment; the other nine wait for its
 // commit and replay the same answer.
 func TestMySQLTransactional(t *testing.T) {
-	p := newMySQLPayments(t, httpidem.WithTransactions(), httpidem.WithWait(10*time.Second))
+	p := newMySQLPayments(t, httpidem.WithTransactions(), idem.WithWait(10*time.Second))
 	const n = 10
 	type answer struct{ code, replayed, body string }
 	answers := make([]answer, n)

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -84,10 +84,10 @@ func BenchmarkOverhead(b *testing.B) {
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			tok := store.NewToken()
-			if _, err := s.Claim(ctx, keys[i], "v1:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", tok, httpidem.DefaultLease); err != nil {
+			if _, err := s.Claim(ctx, keys[i], "v1:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", tok, idem.DefaultLease); err != nil {
 				b.Fatal(err)
 			}
-			if err := s.Complete(ctx, keys[i], tok, resp, httpidem.DefaultRetention); err != nil {
+			if err := s.Complete(ctx, keys[i], tok, resp, idem.DefaultRetention); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -3,15 +3,22 @@
 // retry with the same key gets the first response back instead of running it
 // again.
 //
-//	mw, err := httpidem.New(st, httpidem.WithScope(userID))
+//	e, err := idem.New(st) // lease, wait, retention, logger, tracer: set once
+//	if err != nil { ... }
+//	mw, err := httpidem.New(e, httpidem.WithScope(userID))
 //	if err != nil { ... }
 //	http.Handle("POST /payments", mw(createPayment))
 //
-// New returns a func(http.Handler) http.Handler, so it fits net/http, chi
-// and anything else that takes handlers, and an error for a nil store or an
-// invalid option. The middleware is a thin adapter over package idem, the
-// engine under every surface of idemkit (dedup and idem.Do too): claim,
-// lease renewal, settle rules and the slow-claim rule are idem's. It follows the IETF draft "The
+// New takes the configured *idem.Engine and returns a
+// func(http.Handler) http.Handler, so it fits net/http, chi and anything
+// else that takes handlers, and an error for a nil engine or an invalid
+// option. The middleware is a thin adapter over package idem, the engine
+// under every surface of idemkit (dedup, grpcidem and idem.Do too): claim,
+// lease renewal, the wait for a key in flight, settle rules and the
+// slow-claim rule are idem's, and so are the logger, the key redactor and
+// the tracer. Its own options are the HTTP ones: methods, scope,
+// fingerprinter, kept statuses, replay headers, response limit, optional
+// key, fail-open, transactions. It follows the IETF draft "The
 // Idempotency-Key HTTP Header Field" (draft-ietf-httpapi-idempotency-key-header).
 //
 // # What a client gets
@@ -24,7 +31,8 @@
 //	first request                                     handler the handler's response, kept if WithKeep allows
 //	retry after a kept response                       stored  same status, headers, body; Idempotent-Replayed: true
 //	same key, different method/path/body              422
-//	same key while the first is still running         409     Retry-After from the lease; or wait (WithWait) and replay
+//	same key while the first is still running         stored  waits for it (idem.WithWait, 10 s by default), then replays
+//	... still running when the wait is over           409     Retry-After: 1 or 2 (a short hint, never the lease)
 //	store unavailable                                 503     handler not run (WithFailOpen runs it unprotected)
 //	transaction failed to commit after the handler    503     the handler's response is never sent
 //	scope function failed, or scope too long          500     (401 if it returns ErrUnauthenticated)
@@ -46,15 +54,19 @@
 //
 // # Which responses are kept
 //
-// By default every response except 5xx and 429 is kept and replayed for
-// WithRetention (24h). The key is released, so the retry runs the handler
+// By default every response except 5xx and 429 is kept and replayed for the
+// engine's retention (idem.WithRetention, 24h). The key is released, so the retry runs the handler
 // for real, only when the handler says its effect did not happen: a status
 // outside WithKeep, or a panic (the key is released, then the panic goes
 // on). Everything else is kept, because its effect may have happened: a
 // client that hung up (the stored response is what the handler wrote, not
 // what the dead connection accepted), a handler that wrote nothing (an
-// implicit 200), a response too large to keep. In lease mode a response body
-// over WithMaxResponse (1 MiB) is sent, and the key is recorded as done
+// implicit 200), a response too large to keep. A client that hangs up after
+// the handler returned changes nothing, in either mode: the response is
+// kept (transactional mode commits on a context detached from the
+// client's, bounded by the lease), nothing is logged as an error, and a
+// retry replays it. In lease mode a response body over WithMaxResponse
+// (1 MiB) is sent, and the key is recorded as done
 // without it: retries get 410 with code idempotency-response-not-kept,
 // never a second run. A 101 Switching Protocols is recorded the same way;
 // other 1xx are passed on and never kept as the final answer.
@@ -72,7 +84,11 @@
 // Lease mode, the default, for every store and for effects outside the
 // database: claim the key with a lease, run the handler (its output streams
 // to the client and is captured as it goes), then store the response or
-// release the key. A heartbeat renews the lease every half lease from the
+// release the key. The client has its answer when the handler returns,
+// whatever storing it then takes: a response the handler did not stream
+// (up to 4 KiB, not flushed) is sent whole with a Content-Length and
+// flushed before the key is recorded; a streamed one is flushed, and its
+// chunked end follows the record. A heartbeat renews the lease every half lease from the
 // claim until the key is settled, independently of the request's context:
 // a client that goes away cancels the handler's context, never the renewal.
 // If the key turns out to be held by another claim, or renewals fail until
@@ -85,10 +101,13 @@
 // key to external providers.
 //
 // Transactional mode, chosen with WithTransactions (the store must be a
-// store.Transactor; New fails otherwise): claim, handler and the stored
-// response run in ONE database transaction, and the handler gets that
-// transaction from its request context (sqlite.TxFrom(r.Context()),
-// postgres.TxFrom(r.Context())) for its own writes. The response is
+// store.Transactor; New fails otherwise) or WithTransactionsIfSupported
+// (transactions where the store has them, leases elsewhere): claim, handler
+// and the stored response run in ONE database transaction, and the handler
+// gets that transaction from its request context for its own writes
+// (postgres.Querier(r.Context(), pool), sqlite.Querier, mysql.Querier: the
+// transaction when there is one, else the pool, so one handler runs
+// transactionally on postgres:// and in lease mode on memory://). The response is
 // buffered, at most WithMaxResponse bytes, and sent only after the commit,
 // so a client never sees a success for a rolled-back transaction. A response
 // that is not kept, a panic, a response past the limit, or a failed commit
@@ -103,24 +122,23 @@
 //
 // # Observability
 //
-// WithHook receives an Event for every replay, conflict (409), mismatch
-// (422), stored response (with or without its body), released key, store
-// error, renewal and lost lease, with the request; WithObserver receives the
-// engine's own events (idem.Event: claim and settle outcomes, renewals, store
-// call durations), the same for HTTP, dedup and idem.Do; WithLogger sets the
-// log/slog logger for failures.
+// The engine's tracer (idem.WithTracer) sees every request's run: its
+// TraceRunStart gets the request's context and returns the one the handler
+// runs in (so a span it starts is the parent of the handler's spans), its
+// TraceRunEnd gets the outcome (replayed, in progress, mismatch, completed,
+// released), and an idem.EventTracer sees renewals, waits and store calls.
+// RequestFrom(ctx) gives a tracer the request. HTTP requests, dedup
+// messages, gRPC calls and idem.Do calls are traced alike.
 //
 // # Keys out of logs
 //
 // A store key holds the client's key and the scope WithScope added (a
-// tenant, a user). Log lines, the middleware's and the engine's, carry it
-// only redacted, under the attribute "key", and so does the text of every
-// error they log, a store's error quoting the key included: by default as
-// keyer.DefaultRedactor() writes it, "hmac:" and 32 hex digits of an HMAC
-// with a secret drawn once per process (the same key hashes alike within a
-// process). WithKeyRedactor chooses another: keyer.HashKeys with a secret
-// shared by every process, keyer.OmitKeys, or, only by explicit choice,
-// keyer.RawKeys. Events given to WithHook and WithObserver keep the raw key:
-// they go to your own code, which redacts what it exports (otelidem does).
-// The error of a WithScope function is logged as it is.
+// tenant, a user). Log lines, the middleware's and the engine's, go to the
+// engine's logger and carry the key only redacted, under the attribute
+// "key", and so does the text of every error they log, a store's error
+// quoting the key included: by default as keyer.DefaultRedactor() writes
+// it, "hmac:" and 32 hex digits of an HMAC with a secret drawn once per
+// process. The engine's idem.WithKeyRedactor chooses another. Tracers get
+// the raw key: they are your own code, which redacts what it exports
+// (otelidem does). The error of a WithScope function is logged as it is.
 package httpidem

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/store/memory"
 )
 
@@ -26,7 +27,11 @@ func Example() {
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, `{"id":%d,"amount":1990}`, charges)
 	})
-	mw, err := httpidem.New(st,
+	e, err := idem.New(st)
+	if err != nil {
+		panic(err)
+	}
+	mw, err := httpidem.New(e,
 		// Scope keys by the authenticated caller (here, a header for brevity).
 		httpidem.WithScope(func(r *http.Request) ([]string, error) {
 			return []string{r.Header.Get("X-User")}, nil
@@ -60,7 +65,11 @@ func Example_problems() {
 		log.Fatal(err)
 	}
 	defer st.Close()
-	mw, err := httpidem.New(st)
+	e, err := idem.New(st)
+	if err != nil {
+		panic(err)
+	}
+	mw, err := httpidem.New(e)
 	if err != nil {
 		panic(err)
 	}

@@ -2,17 +2,17 @@ package httpidem_test
 
 import (
 	"context"
-	"net/http"
-	"testing"
-
 	"errors"
 	"fmt"
-	"github.com/idemkit/idemkit/httpidem"
 	"maps"
+	"net/http"
 	"slices"
 	"sync"
+	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -221,17 +221,122 @@ var (
 	_ store.Transactor = (*fakeTxStore)(nil)
 )
 
-// mustNew is httpidem.New for tests: the fake Transactor runs in
-// transactional mode (chosen here, explicitly, as a user would), every other
-// store in lease mode.
-func mustNew(t testing.TB, s store.Store, opts ...httpidem.Option) func(http.Handler) http.Handler {
+// mustNew is httpidem.New for tests, on an engine built for s: opts are
+// idem.Options (for the engine), httpidem.Options, or a func(ev) hook (the
+// tests' view of the engine's tracer, see hookTracer). The fake Transactor
+// runs in transactional mode (chosen here, explicitly, as a user would),
+// every other store in lease mode. Unless a test says otherwise, a key in
+// progress is reported at once (idem.WithWait(0)).
+func mustNew(t testing.TB, s store.Store, opts ...any) func(http.Handler) http.Handler {
 	t.Helper()
-	if _, ok := s.(*fakeTxStore); ok {
-		opts = append([]httpidem.Option{httpidem.WithTransactions()}, opts...)
-	}
-	mw, err := httpidem.New(s, opts...)
+	mw, err := newMW(s, opts...)
 	if err != nil {
 		t.Fatalf("httpidem.New: %v", err)
 	}
 	return mw
+}
+
+func newMW(s store.Store, opts ...any) (func(http.Handler) http.Handler, error) {
+	eopts := []idem.Option{idem.WithWait(0)}
+	var hopts []httpidem.Option
+	if _, ok := s.(*fakeTxStore); ok {
+		hopts = append(hopts, httpidem.WithTransactions())
+	}
+	for _, o := range opts {
+		switch o := o.(type) {
+		case idem.Option:
+			eopts = append(eopts, o)
+		case httpidem.Option:
+			hopts = append(hopts, o)
+		case func(event):
+			eopts = append(eopts, idem.WithTracer(hookTracer(o)))
+		default:
+			panic(fmt.Sprintf("mustNew: option of type %T", o))
+		}
+	}
+	e, err := idem.New(s, eopts...)
+	if err != nil {
+		return nil, err
+	}
+	return httpidem.New(e, hopts...)
+}
+
+// eventKind is what the tests see of a request: the engine's events and
+// the run's end, named as the middleware's answers.
+type eventKind uint8
+
+const (
+	evReplayed eventKind = iota + 1
+	evConflict
+	evMismatch
+	evStored
+	evReleased
+	evStoreError
+	evRenewed
+	evWaiting
+	evLeaseLost
+	evStoredWithoutResponse
+)
+
+type event struct {
+	Kind    eventKind
+	Request *http.Request
+	Key     string
+	Status  int
+	Reason  string
+	Err     error
+}
+
+// hookTracer turns a run's events into the tests' events.
+type hookTracer func(event)
+
+func (h hookTracer) TraceRunStart(ctx context.Context, _ idem.RunStart) context.Context { return ctx }
+
+func (h hookTracer) TraceRunEnd(ctx context.Context, end idem.RunEnd) {
+	r, _ := httpidem.RequestFrom(ctx)
+	ev := event{Request: r, Key: end.Key}
+	switch end.Result.Outcome {
+	case store.Completed:
+		ev.Kind = evReplayed
+		if end.Result.NotKept {
+			ev.Status, ev.Reason = http.StatusGone, "response not kept"
+		}
+	case store.InProgress:
+		if end.Err != nil {
+			return
+		}
+		ev.Kind, ev.Status = evConflict, http.StatusConflict
+	case store.Mismatch:
+		ev.Kind, ev.Status = evMismatch, http.StatusUnprocessableEntity
+	default:
+		return
+	}
+	h(ev)
+}
+
+func (h hookTracer) TraceEvent(ctx context.Context, e idem.Event) {
+	r, _ := httpidem.RequestFrom(ctx)
+	ev := event{Request: r, Key: e.Key, Status: e.Status, Reason: e.Reason, Err: e.Err}
+	switch e.Kind {
+	case idem.Completed:
+		ev.Kind = evStored
+		if e.NotKept {
+			ev.Kind = evStoredWithoutResponse
+		}
+	case idem.Released:
+		ev.Kind = evReleased
+	case idem.StoreError, idem.Unknown:
+		ev.Kind = evStoreError
+	case idem.SlowClaim:
+		ev.Kind, ev.Err = evStoreError, idem.ErrSlowClaim
+	case idem.Renewed:
+		ev.Kind = evRenewed
+	case idem.Waiting:
+		ev.Kind = evWaiting
+	case idem.LeaseLost:
+		ev.Kind = evLeaseLost
+	default:
+		return
+	}
+	h(ev)
 }

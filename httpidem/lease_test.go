@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,12 +14,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/store"
 )
 
 // kindHook sends every event of one kind to a channel.
-func kindHook(kind httpidem.EventKind, ch chan<- httpidem.Event, ev *events) func(httpidem.Event) {
-	return func(e httpidem.Event) {
+func kindHook(kind eventKind, ch chan<- event, ev *events) func(event) {
+	return func(e event) {
 		ev.hook(e)
 		if e.Kind == kind {
 			select {
@@ -32,7 +34,7 @@ func kindHook(kind httpidem.EventKind, ch chan<- httpidem.Event, ev *events) fun
 func TestLeaseRenewedWhileHandlerRuns(t *testing.T) {
 	s := newFakeStore()
 	const lease = 200 * time.Millisecond
-	renewed := make(chan httpidem.Event, 10)
+	renewed := make(chan event, 10)
 	var ev events
 	dupStatus := make(chan int, 1)
 	var mw http.Handler
@@ -53,7 +55,7 @@ func TestLeaseRenewedWhileHandlerRuns(t *testing.T) {
 		w.WriteHeader(201)
 		io.WriteString(w, "done")
 	})
-	mw = mustNew(t, s, httpidem.WithLease(lease), httpidem.WithHook(kindHook(httpidem.Renewed, renewed, &ev)))(h)
+	mw = mustNew(t, s, idem.WithLease(lease), (func(event))(kindHook(evRenewed, renewed, &ev)))(h)
 	w := serve(mw, newReq(`{}`, "k"))
 	require.Equal(t, 201, w.Code)
 	assert.Equal(t, http.StatusConflict, <-dupStatus)
@@ -71,10 +73,10 @@ func TestLeaseLostCancelsHandler(t *testing.T) {
 	tests := []struct {
 		name       string
 		breakStore func(f *fakeStore)
-		kinds      []httpidem.EventKind
+		kinds      []eventKind
 	}{
-		{"taken over", func(f *fakeStore) { f.renewLose = true }, []httpidem.EventKind{httpidem.LeaseLost}},
-		{"renewal keeps failing", func(f *fakeStore) { f.claimErr = errDown }, []httpidem.EventKind{httpidem.StoreError, httpidem.LeaseLost}},
+		{"taken over", func(f *fakeStore) { f.renewLose = true }, []eventKind{evLeaseLost}},
+		{"renewal keeps failing", func(f *fakeStore) { f.claimErr = errDown }, []eventKind{evStoreError, evLeaseLost}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,15 +89,15 @@ func TestLeaseLostCancelsHandler(t *testing.T) {
 				cause <- context.Cause(r.Context())
 				w.WriteHeader(201) // too late: the lease is gone
 			})
-			mw := mustNew(t, s, httpidem.WithLease(80*time.Millisecond), httpidem.WithHook(ev.hook))(h)
+			mw := mustNew(t, s, idem.WithLease(80*time.Millisecond), (func(event))(ev.hook))(h)
 			w := serve(mw, newReq(`{}`, "k"))
 			assert.Equal(t, 201, w.Code)
 			assert.ErrorIs(t, <-cause, store.ErrLeaseLost)
 			kinds := ev.kinds()
 			require.NotEmpty(t, kinds)
 			assert.Equal(t, tt.kinds[0], kinds[0])
-			assert.Contains(t, kinds, httpidem.LeaseLost)
-			assert.NotContains(t, kinds, httpidem.Stored)
+			assert.Contains(t, kinds, evLeaseLost)
+			assert.NotContains(t, kinds, evStored)
 			s.set(func(f *fakeStore) {
 				r, ok := f.recs[mustScoped(t, "k")]
 				assert.True(t, !ok || r.Status != store.StatusCompleted, "a response after a lost lease is not kept")
@@ -150,25 +152,36 @@ func TestCorruptStoredResponse(t *testing.T) {
 func TestNewRejects(t *testing.T) {
 	for name, tc := range map[string]struct {
 		s    store.Store
-		opts []httpidem.Option
+		opts []any
 	}{
-		"nil store":                     {nil, nil},
-		"zero lease":                    {newFakeStore(), []httpidem.Option{httpidem.WithLease(0)}},
-		"negative retention":            {newFakeStore(), []httpidem.Option{httpidem.WithRetention(-time.Second)}},
-		"negative wait":                 {newFakeStore(), []httpidem.Option{httpidem.WithWait(-time.Second)}},
-		"zero max response":             {newFakeStore(), []httpidem.Option{httpidem.WithMaxResponse(0)}},
-		"nil keep":                      {newFakeStore(), []httpidem.Option{httpidem.WithKeep(nil)}},
-		"nil scope":                     {newFakeStore(), []httpidem.Option{httpidem.WithScope(nil)}},
-		"no methods":                    {newFakeStore(), []httpidem.Option{httpidem.WithMethods()}},
-		"nil logger":                    {newFakeStore(), []httpidem.Option{httpidem.WithLogger(nil)}},
-		"transactions on a plain store": {newFakeStore(), []httpidem.Option{httpidem.WithTransactions()}},
+		"zero lease":                    {newFakeStore(), []any{idem.WithLease(0)}},
+		"negative retention":            {newFakeStore(), []any{idem.WithRetention(-time.Second)}},
+		"negative wait":                 {newFakeStore(), []any{idem.WithWait(-time.Second)}},
+		"nil logger":                    {newFakeStore(), []any{idem.WithLogger(nil)}},
+		"zero max response":             {newFakeStore(), []any{httpidem.WithMaxResponse(0)}},
+		"nil keep":                      {newFakeStore(), []any{httpidem.WithKeep(nil)}},
+		"nil scope":                     {newFakeStore(), []any{httpidem.WithScope(nil)}},
+		"nil fingerprinter":             {newFakeStore(), []any{httpidem.WithFingerprinter(nil)}},
+		"nil clock":                     {newFakeStore(), []any{httpidem.WithClock(nil)}},
+		"nil option":                    {newFakeStore(), []any{httpidem.Option(nil)}},
+		"no methods":                    {newFakeStore(), []any{httpidem.WithMethods()}},
+		"empty method":                  {newFakeStore(), []any{httpidem.WithMethods("")}},
+		"method not a token":            {newFakeStore(), []any{httpidem.WithMethods("BAD METHOD")}},
+		"replay header not a token":     {newFakeStore(), []any{httpidem.WithReplayHeaders("bad header")}},
+		"empty not-replayed header":     {newFakeStore(), []any{httpidem.WithoutReplayHeaders("")}},
+		"no not-replayed headers":       {newFakeStore(), []any{httpidem.WithoutReplayHeaders()}},
+		"transactions on a plain store": {newFakeStore(), []any{httpidem.WithTransactions()}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			mw, err := httpidem.New(tc.s, tc.opts...)
+			mw, err := newMW(tc.s, tc.opts...)
 			require.ErrorIs(t, err, store.ErrInvalid)
 			assert.Nil(t, mw)
+			assert.Equal(t, 1, strings.Count(err.Error(), "new:"), "each layer says itself once: %s", err)
 		})
 	}
+	mw, err := httpidem.New(nil)
+	require.ErrorIs(t, err, store.ErrInvalid)
+	assert.Nil(t, mw)
 }
 
 func TestStreamingLeaseMode(t *testing.T) {
@@ -214,7 +227,7 @@ func TestTxSlowHandlerRenewsBeforeComplete(t *testing.T) {
 		}
 		w.WriteHeader(201)
 	})
-	mw := mustNew(t, s, httpidem.WithLease(2*time.Second), httpidem.WithClock(clock))(h)
+	mw := mustNew(t, s, idem.WithLease(2*time.Second), httpidem.WithClock(clock))(h)
 	require.Equal(t, 201, serve(mw, newReq(`{}`, "k")).Code)
 	assert.Equal(t, []string{"slow payment"}, s.committed())
 	assert.Equal(t, "true", serve(mw, newReq(`{}`, "k")).Header().Get(httpidem.ReplayedHeader))
@@ -234,7 +247,7 @@ func TestSlowClaimDoesNotRunHandler(t *testing.T) {
 	}
 	ran := 0
 	var ev events
-	mw := mustNew(t, s, httpidem.WithLease(lease), httpidem.WithHook(ev.hook))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mw := mustNew(t, s, idem.WithLease(lease), (func(event))(ev.hook))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ran++
 		w.WriteHeader(201)
 	}))
@@ -244,7 +257,7 @@ func TestSlowClaimDoesNotRunHandler(t *testing.T) {
 	assert.Zero(t, ran, "the handler did not run on a lease that may have lapsed")
 	_, err := s.Get(context.Background(), mustScoped(t, "k"))
 	assert.ErrorIs(t, err, store.ErrNotFound, "the key was released")
-	assert.Equal(t, []httpidem.EventKind{httpidem.Released, httpidem.StoreError}, ev.kinds())
+	assert.Equal(t, []eventKind{evReleased, evStoreError}, ev.kinds())
 
 	slow = false
 	w = serve(mw, newReq(`{}`, "k"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -23,55 +24,56 @@ var replayedTrue = []string{"true"}
 
 type middleware struct {
 	options
-	engine  *idem.Engine
+	e       *idem.Engine
+	tx      bool // run in transactional mode
+	run     []idem.RunOption
 	headers headerPolicy
 }
 
 // New returns middleware that makes the wrapped handler safe to retry with
-// the Idempotency-Key header, remembering keys in s. See the package
-// documentation for what it answers and when.
+// the Idempotency-Key header, running every request through e, the engine
+// that holds the store, lease, wait, retention, logger, key redactor and
+// tracer. See the package documentation for what it answers and when.
 //
-// It uses leases (lease mode) unless WithTransactions is given, which needs
-// a store.Transactor. New fails with an error matching store.ErrInvalid for
-// a nil store, an option given an invalid value, or WithTransactions on a
-// store that is not a store.Transactor.
-func New(s store.Store, opts ...Option) (func(http.Handler) http.Handler, error) {
-	if s == nil {
-		return nil, fmt.Errorf("httpidem: new: %w: nil store", store.ErrInvalid)
+// It uses leases (lease mode) unless WithTransactions (or
+// WithTransactionsIfSupported, on a store.Transactor) is given. New fails
+// with an error matching store.ErrInvalid for a nil engine, a nil option,
+// an option given an invalid value, or WithTransactions on an engine whose
+// store is not a store.Transactor.
+func New(e *idem.Engine, opts ...Option) (func(http.Handler) http.Handler, error) {
+	if e == nil {
+		return nil, fmt.Errorf("httpidem: new: nil engine (build one with idem.New): %w", store.ErrInvalid)
 	}
-	m := &middleware{options: defaults()}
-	for _, o := range opts {
+	m := &middleware{options: defaults(), e: e}
+	for i, o := range opts {
 		if o == nil {
-			continue // a nil Option is skipped, as everywhere in the module
+			return nil, fmt.Errorf("httpidem: new: option %d is nil: %w", i, store.ErrInvalid)
 		}
 		if err := o(&m.options); err != nil {
-			return nil, fmt.Errorf("httpidem: new: %w: %w", store.ErrInvalid, err)
+			return nil, fmt.Errorf("httpidem: new: %w", invalid(err))
 		}
+	}
+	switch m.options.tx {
+	case txAlways:
+		if !e.CanTransact() {
+			return nil, fmt.Errorf("httpidem: new: WithTransactions needs a store.Transactor, and %T is not one (WithTransactionsIfSupported runs lease mode on it): %w", e.Store(), store.ErrInvalid)
+		}
+		m.tx = true
+	case txIfSupported:
+		m.tx = e.CanTransact()
 	}
 	if m.fp == nil {
 		m.fp = keyer.NewFingerprinter()
 	}
 	m.headers = newHeaderPolicy(m.allow, m.deny)
-	eopts := []idem.Option{
-		idem.WithLease(m.lease), idem.WithRetention(m.retention), idem.WithWait(m.wait),
-		idem.WithLogger(m.logger), idem.WithObserver(m.observe), idem.WithKeyRedactor(m.redact),
-		idem.WithSameRequest(func(recorded, presented string) bool {
-			// A fingerprint of another algorithm version is no evidence of a
-			// different request: the two cannot be compared.
-			return fpVersion(recorded) != fpVersion(presented)
-		}),
-	}
-	for _, o := range m.observers {
-		eopts = append(eopts, idem.WithObserver(o))
-	}
+	m.run = []idem.RunOption{idem.WithSameRequest(func(recorded, presented string) bool {
+		// A fingerprint of another algorithm version is no evidence of a
+		// different request: the two cannot be compared.
+		return fpVersion(recorded) != fpVersion(presented)
+	})}
 	if m.tx {
-		eopts = append(eopts, idem.WithTransactions())
+		m.run = append(m.run, idem.InTx())
 	}
-	e, err := idem.New(s, eopts...)
-	if err != nil {
-		return nil, fmt.Errorf("httpidem: new: %w", err)
-	}
-	m.engine = e
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			m.serve(w, r, next)
@@ -79,51 +81,32 @@ func New(s store.Store, opts ...Option) (func(http.Handler) http.Handler, error)
 	}, nil
 }
 
+// invalid marks an option's error as store.ErrInvalid without repeating
+// the store's text.
+func invalid(err error) error { return invalidError{err} }
+
+type invalidError struct{ err error }
+
+func (e invalidError) Error() string        { return e.err.Error() }
+func (e invalidError) Unwrap() error        { return e.err }
+func (e invalidError) Is(target error) bool { return target == store.ErrInvalid }
+
 type requestKey struct{}
 
-// observe turns the engine's events into the middleware's. Replays,
-// conflicts and mismatches are reported where the answer is written, with
-// its status.
-func (m *middleware) observe(e idem.Event) {
-	if m.hook == nil {
-		return
-	}
-	r, _ := e.Ctx.Value(requestKey{}).(*http.Request)
-	ev := Event{Request: r, Key: e.Key, Status: e.Status, Reason: e.Reason, Err: e.Err}
-	switch e.Kind {
-	case idem.Completed:
-		ev.Kind = Stored
-		if e.NotKept {
-			ev.Kind, ev.Reason = StoredWithoutResponse, e.Reason
-		}
-	case idem.Released:
-		ev.Kind = Released
-	case idem.StoreError:
-		ev.Kind = StoreError
-	case idem.Unknown:
-		ev.Kind = StoreError
-	case idem.SlowClaim:
-		ev.Kind, ev.Err = StoreError, idem.ErrSlowClaim
-	case idem.Renewed:
-		ev.Kind = Renewed
-	case idem.Waiting:
-		ev.Kind = Waiting
-	case idem.LeaseLost:
-		ev.Kind = LeaseLost
-	default:
-		return
-	}
-	m.hook(ev)
+// RequestFrom returns the request a run of the middleware serves, from the
+// context an idem.Tracer is given (TraceRunStart, TraceRunEnd, TraceEvent),
+// so a tracer can name what it reports by method and route.
+func RequestFrom(ctx context.Context) (*http.Request, bool) {
+	r, ok := ctx.Value(requestKey{}).(*http.Request)
+	return r, ok
 }
 
-func (m *middleware) emit(e Event) {
-	if m.hook != nil {
-		m.hook(e)
-	}
-}
+func (m *middleware) logger() *slog.Logger { return m.e.Logger() }
+
+func (m *middleware) redact(key string) string { return m.e.RedactKey(key) }
 
 func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	if !m.methods[r.Method] {
+	if !m.methods[r.Method] && !m.methods[strings.ToUpper(r.Method)] {
 		next.ServeHTTP(w, r)
 		return
 	}
@@ -147,14 +130,14 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 				writeProblem(w, http.StatusUnauthorized, CodeScope, "Idempotency keys are scoped to the caller, and this request is not authenticated.", 0)
 				return
 			}
-			m.logger.ErrorContext(r.Context(), "httpidem: scope function failed", "err", err)
+			m.logger().ErrorContext(r.Context(), "httpidem: scope function failed", "err", err)
 			writeProblem(w, http.StatusInternalServerError, CodeScope, "The server could not determine the scope of the idempotency key.", 0)
 			return
 		}
 	}
 	skey, err := keyer.ScopedKey(key, scope...)
 	if err != nil {
-		m.logger.ErrorContext(r.Context(), "httpidem: cannot scope key", "err", err)
+		m.logger().ErrorContext(r.Context(), "httpidem: cannot scope key", "err", err)
 		writeProblem(w, http.StatusInternalServerError, CodeScope, "The server could not scope the idempotency key.", 0)
 		return
 	}
@@ -172,7 +155,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	ctx := context.WithValue(r.Context(), requestKey{}, r)
-	if m.engine.Transactional() {
+	if m.tx {
 		m.serveTx(ctx, w, r, next, skey, fp)
 		return
 	}
@@ -184,26 +167,26 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 // back); a response too large or that switched protocols is done but cannot
 // be replayed; anything else, an empty response or a client gone included,
 // is kept.
-func (m *middleware) verdict(status int, tooLarge, switched bool, encode func() []byte) idem.Verdict {
+func (m *middleware) verdict(status, size int, switched bool, encode func() []byte) idem.Verdict {
 	switch {
 	case switched:
 		return idem.KeepWithoutResponse("101 Switching Protocols cannot be replayed").WithStatus(status)
 	case !m.keep(status):
 		return idem.Discard("status " + strconv.Itoa(status) + " not kept").WithStatus(status)
-	case tooLarge:
-		return idem.KeepWithoutResponse("response larger than " + strconv.Itoa(m.maxResponse) + " bytes").WithStatus(status)
 	}
-	return idem.Keep(encode()).WithStatus(status)
+	return idem.KeepUpTo(m.maxResponse, size, encode).WithStatus(status)
 }
 
 // serveLease is lease mode: the handler's output streams to the client and
 // is captured as it goes; the engine renews the lease and settles the key.
 func (m *middleware) serveLease(ctx context.Context, w http.ResponseWriter, r *http.Request, next http.Handler, key, fp string) {
-	res, err := m.engine.Run(ctx, key, fp, func(wctx context.Context) idem.Verdict {
+	res, err := m.e.Run(ctx, key, fp, func(wctx context.Context) idem.Verdict {
 		tw := &teeWriter{w: w, max: m.maxResponse}
 		next.ServeHTTP(tw, r.WithContext(wctx))
-		return m.verdict(tw.finalStatus(), tw.overflow, tw.switched, func() []byte { return tw.encoded(&m.headers) })
-	})
+		// The client has its whole answer now, whatever recording it takes.
+		tw.finish(r.Method)
+		return m.verdict(tw.finalStatus(), tw.size, tw.switched, func() []byte { return tw.encoded(&m.headers) })
+	}, m.run...)
 	m.answer(w, r, next, key, res, err, nil)
 }
 
@@ -221,17 +204,15 @@ func (m *middleware) answer(w http.ResponseWriter, r *http.Request, next http.Ha
 	case err != nil || r.Context().Err() != nil:
 		// The client left while waiting, or Run refused its arguments.
 		if r.Context().Err() == nil {
-			m.logger.ErrorContext(r.Context(), "httpidem: cannot run the request", "key", m.redact(key), "err", err)
+			m.logger().ErrorContext(r.Context(), "httpidem: cannot run the request", "key", m.redact(key), "err", err)
 			writeProblem(w, http.StatusInternalServerError, CodeStoreUnavailable, "The idempotency key could not be processed.", 0)
 		}
 	case res.Outcome == store.Completed:
 		m.replay(w, r, key, res)
 	case res.Outcome == store.Mismatch:
-		m.emit(Event{Kind: Mismatch, Request: r, Key: key, Status: http.StatusUnprocessableEntity})
 		writeProblem(w, http.StatusUnprocessableEntity, CodeKeyMismatch,
 			"This Idempotency-Key was already used with a different request (method, path, or body). Use a new key for a new request.", 0)
-	default: // store.InProgress
-		m.emit(Event{Kind: Conflict, Request: r, Key: key, Status: http.StatusConflict})
+	default: // store.InProgress, after the engine's wait
 		writeProblem(w, http.StatusConflict, CodeInProgress,
 			"A request with this Idempotency-Key is still being processed. Retry after a moment.", m.retryAfter(res.Record.LockedUntil))
 	}
@@ -254,29 +235,33 @@ func fpVersion(fp string) string {
 	return v
 }
 
-// retryAfter turns a lease's end into whole seconds, at least 1.
+// MaxRetryAfter is the most a 409's Retry-After says, in seconds: a short
+// hint to come back, never the lease (the first request renews it for as
+// long as it runs, and the retry waits for it again).
+const MaxRetryAfter = 2
+
+// retryAfter turns a lease's end into whole seconds, from 1 to
+// MaxRetryAfter.
 func (m *middleware) retryAfter(until time.Time) int {
 	d := until.Sub(m.now())
 	s := int((d + time.Second - 1) / time.Second)
-	return max(s, 1)
+	return min(max(s, 1), MaxRetryAfter)
 }
 
 func (m *middleware) replay(w http.ResponseWriter, r *http.Request, key string, res idem.Result) {
 	h := w.Header()
 	if res.NotKept {
-		m.emit(Event{Kind: Replayed, Request: r, Key: key, Status: http.StatusGone, Reason: "response not kept"})
 		writeProblem(w, http.StatusGone, CodeResponseNotKept,
 			"The request with this Idempotency-Key was processed, but its response could not be kept (too large), so it cannot be replayed. Do not retry it; look its result up instead.", 0)
 		return
 	}
 	status, body, err := decodeResponse(res.Record.Response, h)
 	if err != nil {
-		m.logger.ErrorContext(r.Context(), "httpidem: stored response unreadable", "key", m.redact(key), "err", err)
+		m.logger().ErrorContext(r.Context(), "httpidem: stored response unreadable", "key", m.redact(key), "err", err)
 		writeProblem(w, http.StatusInternalServerError, CodeStoredResponse, "The stored response for this Idempotency-Key cannot be read.", 0)
 		return
 	}
 	h[ReplayedHeader] = replayedTrue
-	m.emit(Event{Kind: Replayed, Request: r, Key: key, Status: status})
 	w.WriteHeader(status)
 	w.Write(body)
 }
@@ -289,10 +274,10 @@ func (m *middleware) storeFailed(w http.ResponseWriter, r *http.Request, next ht
 		return
 	}
 	if m.failOpen {
-		m.logger.WarnContext(r.Context(), "httpidem: store failed; running the handler without idempotency (fail open)", "key", m.redact(key), "err", err)
+		m.logger().WarnContext(r.Context(), "httpidem: store failed; running the handler without idempotency (fail open)", "key", m.redact(key), "err", err)
 		next.ServeHTTP(w, r)
 		return
 	}
-	m.logger.ErrorContext(r.Context(), "httpidem: store failed", "key", m.redact(key), "err", err)
+	m.logger().ErrorContext(r.Context(), "httpidem: store failed", "key", m.redact(key), "err", err)
 	writeProblem(w, http.StatusServiceUnavailable, CodeStoreUnavailable, "The idempotency store is unavailable; the request was not processed. Retry later with the same key.", 1)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/keyer"
 	"github.com/idemkit/idemkit/store"
 )
@@ -25,28 +26,28 @@ import (
 // events collects what the middleware reports.
 type events struct {
 	mu   sync.Mutex
-	list []httpidem.Event
+	list []event
 }
 
-func (e *events) hook(ev httpidem.Event) {
+func (e *events) hook(ev event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.list = append(e.list, ev)
 }
 
-func (e *events) kinds() []httpidem.EventKind {
+func (e *events) kinds() []eventKind {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var ks []httpidem.EventKind
+	var ks []eventKind
 	for _, ev := range e.list {
-		if ev.Kind != httpidem.Renewed {
+		if ev.Kind != evRenewed {
 			ks = append(ks, ev.Kind)
 		}
 	}
 	return ks
 }
 
-func (e *events) last() httpidem.Event {
+func (e *events) last() event {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.list[len(e.list)-1]
@@ -139,7 +140,7 @@ func TestSingleRequestStatuses(t *testing.T) {
 	long := strings.Repeat("k", 256)
 	tests := []struct {
 		name   string
-		opts   []httpidem.Option
+		opts   []any
 		req    func() *http.Request
 		status int
 		code   string // problem code; "" means the handler answered
@@ -153,19 +154,19 @@ func TestSingleRequestStatuses(t *testing.T) {
 		{"two keys", nil, func() *http.Request { return newReq(`{}`, "a", "b") }, 400, httpidem.CodeKeyMalformed, 0},
 		{"key too long", nil, func() *http.Request { return newReq(`{}`, long) }, 400, httpidem.CodeKeyMalformed, 0},
 		{"unterminated string", nil, func() *http.Request { return newReq(`{}`, `"abc`) }, 400, httpidem.CodeKeyMalformed, 0},
-		{"body too large", []httpidem.Option{httpidem.WithFingerprinter(keyer.NewFingerprinter(keyer.WithMaxBody(8)))},
+		{"body too large", []any{httpidem.WithFingerprinter(keyer.NewFingerprinter(keyer.WithMaxBody(8)))},
 			func() *http.Request { return newReq(`{"amount":1990}`, "k") }, 413, httpidem.CodeBodyTooLarge, 0},
-		{"optional key absent", []httpidem.Option{httpidem.WithOptionalKey()}, func() *http.Request { return newReq(`{}`) }, 201, "", 1},
-		{"optional key malformed", []httpidem.Option{httpidem.WithOptionalKey()}, func() *http.Request { return newReq(`{}`, "a b") }, 400, httpidem.CodeKeyMalformed, 0},
+		{"optional key absent", []any{httpidem.WithOptionalKey()}, func() *http.Request { return newReq(`{}`) }, 201, "", 1},
+		{"optional key malformed", []any{httpidem.WithOptionalKey()}, func() *http.Request { return newReq(`{}`, "a b") }, 400, httpidem.CodeKeyMalformed, 0},
 		{"GET passes", nil, func() *http.Request { return httptest.NewRequest("GET", "/payments", nil) }, 201, "", 1},
 		{"PUT passes by default", nil, func() *http.Request { return httptest.NewRequest("PUT", "/payments", nil) }, 201, "", 1},
 		{"PATCH needs a key", nil, func() *http.Request { return httptest.NewRequest("PATCH", "/payments", nil) }, 400, httpidem.CodeKeyMissing, 0},
-		{"WithMethods PUT", []httpidem.Option{httpidem.WithMethods("PUT")}, func() *http.Request { return httptest.NewRequest("PUT", "/payments", nil) }, 400, httpidem.CodeKeyMissing, 0},
-		{"scope error", []httpidem.Option{httpidem.WithScope(func(*http.Request) ([]string, error) { return nil, errors.New("no session store") })},
+		{"WithMethods PUT", []any{httpidem.WithMethods("PUT")}, func() *http.Request { return httptest.NewRequest("PUT", "/payments", nil) }, 400, httpidem.CodeKeyMissing, 0},
+		{"scope error", []any{httpidem.WithScope(func(*http.Request) ([]string, error) { return nil, errors.New("no session store") })},
 			func() *http.Request { return newReq(`{}`, "k") }, 500, httpidem.CodeScope, 0},
-		{"unauthenticated", []httpidem.Option{httpidem.WithScope(func(*http.Request) ([]string, error) { return nil, httpidem.ErrUnauthenticated })},
+		{"unauthenticated", []any{httpidem.WithScope(func(*http.Request) ([]string, error) { return nil, httpidem.ErrUnauthenticated })},
 			func() *http.Request { return newReq(`{}`, "k") }, 401, httpidem.CodeScope, 0},
-		{"scope too long", []httpidem.Option{httpidem.WithScope(func(*http.Request) ([]string, error) { return []string{strings.Repeat("u", 800)}, nil })},
+		{"scope too long", []any{httpidem.WithScope(func(*http.Request) ([]string, error) { return []string{strings.Repeat("u", 800)}, nil })},
 			func() *http.Request { return newReq(`{}`, "k") }, 500, httpidem.CodeScope, 0},
 		{"first request", nil, func() *http.Request { return newReq(`{}`, "k") }, 201, "", 1},
 		{"bare and quoted", nil, func() *http.Request { return newReq(`{}`, `"k"`) }, 201, "", 1},
@@ -190,7 +191,7 @@ func TestReplay(t *testing.T) {
 	allStores(t, func(t *testing.T, s store.Store) {
 		var ev events
 		h := &counting{}
-		mw := mustNew(t, s, httpidem.WithHook(ev.hook))(h)
+		mw := mustNew(t, s, (func(event))(ev.hook))(h)
 		first := serve(mw, newReq(`{"amount":1990}`, "k1"))
 		require.Equal(t, 201, first.Code)
 		require.Empty(t, first.Header().Get(httpidem.ReplayedHeader))
@@ -209,8 +210,7 @@ func TestReplay(t *testing.T) {
 			assert.Empty(t, again.Header().Get("Date"), "Date is not replayed")
 		}
 		assert.EqualValues(t, 1, h.runs.Load())
-		assert.Equal(t, []httpidem.EventKind{httpidem.Stored, httpidem.Replayed, httpidem.Replayed, httpidem.Replayed}, ev.kinds())
-		assert.Equal(t, 201, ev.last().Status)
+		assert.Equal(t, []eventKind{evStored, evReplayed, evReplayed, evReplayed}, ev.kinds())
 	})
 }
 
@@ -218,14 +218,14 @@ func TestMismatch(t *testing.T) {
 	allStores(t, func(t *testing.T, s store.Store) {
 		var ev events
 		h := &counting{}
-		mw := mustNew(t, s, httpidem.WithHook(ev.hook))(h)
+		mw := mustNew(t, s, (func(event))(ev.hook))(h)
 		require.Equal(t, 201, serve(mw, newReq(`{"amount":1990}`, "k1")).Code)
 		requireProblem(t, serve(mw, newReq(`{"amount":9999}`, "k1")), 422, httpidem.CodeKeyMismatch)
 		r := newReq(`{"amount":1990}`, "k1")
 		r.URL.Path = "/refunds"
 		requireProblem(t, serve(mw, r), 422, httpidem.CodeKeyMismatch)
 		assert.EqualValues(t, 1, h.runs.Load())
-		assert.Equal(t, httpidem.Mismatch, ev.last().Kind)
+		assert.Equal(t, evMismatch, ev.last().Kind)
 		// A different key is a different request.
 		require.Equal(t, 201, serve(mw, newReq(`{"amount":9999}`, "k2")).Code)
 	})
@@ -264,11 +264,11 @@ func TestNotKeptStatusesRelease(t *testing.T) {
 			allStores(t, func(t *testing.T, s store.Store) {
 				var ev events
 				h := &counting{status: status}
-				mw := mustNew(t, s, httpidem.WithHook(ev.hook))(h)
+				mw := mustNew(t, s, (func(event))(ev.hook))(h)
 				w := serve(mw, newReq(`{}`, "k"))
 				require.Equal(t, status, w.Code, "the handler's own answer reaches the client")
 				assert.Contains(t, w.Body.String(), `"run":1`)
-				assert.Equal(t, httpidem.Released, ev.last().Kind)
+				assert.Equal(t, evReleased, ev.last().Kind)
 				h.status = 201
 				w = serve(mw, newReq(`{}`, "k"))
 				require.Equal(t, 201, w.Code)
@@ -311,9 +311,9 @@ func TestPanicReleasesAndRepanics(t *testing.T) {
 			}
 			w.WriteHeader(201)
 		})
-		mw := mustNew(t, s, httpidem.WithHook(ev.hook))(h)
+		mw := mustNew(t, s, (func(event))(ev.hook))(h)
 		require.PanicsWithValue(t, "boom", func() { serve(mw, newReq(`{}`, "k")) })
-		assert.Equal(t, httpidem.Released, ev.last().Kind)
+		assert.Equal(t, evReleased, ev.last().Kind)
 		assert.Contains(t, ev.last().Reason, "panic")
 		if tx, ok := s.(*fakeTxStore); ok {
 			assert.Empty(t, tx.committed(), "the panic rolled the effect back")
@@ -332,11 +332,11 @@ func TestStoreUnavailable(t *testing.T) {
 		fs.set(func(f *fakeStore) { f.claimErr = errDown })
 		var ev events
 		h := &counting{}
-		w := serve(mustNew(t, s, httpidem.WithHook(ev.hook))(h), newReq(`{}`, "k"))
+		w := serve(mustNew(t, s, (func(event))(ev.hook))(h), newReq(`{}`, "k"))
 		requireProblem(t, w, 503, httpidem.CodeStoreUnavailable)
 		assert.Equal(t, "1", w.Header().Get("Retry-After"))
 		assert.EqualValues(t, 0, h.runs.Load(), "fail closed: the handler did not run")
-		assert.Equal(t, httpidem.StoreError, ev.last().Kind)
+		assert.Equal(t, evStoreError, ev.last().Kind)
 		assert.ErrorIs(t, ev.last().Err, errDown)
 
 		w = serve(mustNew(t, s, httpidem.WithFailOpen())(h), newReq(`{}`, "k"))
@@ -368,7 +368,7 @@ func TestInProgressConflict(t *testing.T) {
 			<-release
 			w.WriteHeader(201)
 		})
-		mw := mustNew(t, s, httpidem.WithHook(ev.hook), httpidem.WithLease(90*time.Second), httpidem.WithClock(func() time.Time { return now.Add(20 * time.Second) }))(h)
+		mw := mustNew(t, s, (func(event))(ev.hook), idem.WithLease(90*time.Second), httpidem.WithClock(func() time.Time { return now.Add(20 * time.Second) }))(h)
 		done := make(chan *httptest.ResponseRecorder, 1)
 		if _, ok := s.(*fakeTxStore); !ok {
 			go func() { done <- serve(mw, newReq(`{}`, "k")) }()
@@ -376,8 +376,8 @@ func TestInProgressConflict(t *testing.T) {
 		}
 		w := serve(mw, newReq(`{}`, "k"))
 		requireProblem(t, w, 409, httpidem.CodeInProgress)
-		assert.Equal(t, "70", w.Header().Get("Retry-After"), "the lease's remaining 70s")
-		assert.Equal(t, httpidem.Conflict, ev.last().Kind)
+		assert.Equal(t, "2", w.Header().Get("Retry-After"), "a short hint, never the lease's remaining 70s")
+		assert.Equal(t, evConflict, ev.last().Kind)
 		close(release)
 		if _, ok := s.(*fakeTxStore); !ok {
 			require.Equal(t, 201, (<-done).Code)
@@ -417,7 +417,7 @@ func TestWaitThenReplay(t *testing.T) {
 			close(release)
 		}
 	}
-	mw := mustNew(t, s, httpidem.WithWait(10*time.Second))(h)
+	mw := mustNew(t, s, idem.WithWait(10*time.Second))(h)
 	first := make(chan *httptest.ResponseRecorder, 1)
 	go func() { first <- serve(mw, newReq(`{}`, "k")) }()
 	<-started
@@ -435,7 +435,7 @@ func TestWaitGivesUp(t *testing.T) {
 	require.NoError(t, err)
 	h := &counting{}
 	start := time.Now()
-	w := serve(mustNew(t, s, httpidem.WithWait(50*time.Millisecond))(h), newReq(`{}`, "k"))
+	w := serve(mustNew(t, s, idem.WithWait(50*time.Millisecond))(h), newReq(`{}`, "k"))
 	requireProblem(t, w, 409, httpidem.CodeInProgress)
 	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
 	assert.EqualValues(t, 0, h.runs.Load())
@@ -460,7 +460,7 @@ func TestWaitThenRunAfterRelease(t *testing.T) {
 			close(release)
 		}
 	}
-	mw := mustNew(t, s, httpidem.WithWait(10*time.Second))(h)
+	mw := mustNew(t, s, idem.WithWait(10*time.Second))(h)
 	first := make(chan *httptest.ResponseRecorder, 1)
 	go func() { first <- serve(mw, newReq(`{}`, "k")) }()
 	<-started
@@ -482,7 +482,7 @@ func TestParallelSameKey(t *testing.T) {
 			w.WriteHeader(201)
 			io.WriteString(w, `{"id":`+strconv.Itoa(int(n))+`}`)
 		})
-		mw := mustNew(t, s, httpidem.WithWait(10*time.Second))(h)
+		mw := mustNew(t, s, idem.WithWait(10*time.Second))(h)
 		var wg sync.WaitGroup
 		results := make([]*httptest.ResponseRecorder, 10)
 		for i := range results {
@@ -513,12 +513,12 @@ func TestResponseTooLarge(t *testing.T) {
 		var ev events
 		var runs atomic.Int32
 		counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { runs.Add(1); h(w, r) })
-		mw := mustNew(t, newFakeStore(), httpidem.WithMaxResponse(99), httpidem.WithHook(ev.hook))(counted)
+		mw := mustNew(t, newFakeStore(), httpidem.WithMaxResponse(99), (func(event))(ev.hook))(counted)
 		w := serve(mw, newReq(`{}`, "k"))
 		require.Equal(t, 201, w.Code)
 		require.Equal(t, big, w.Body.String())
-		assert.Equal(t, httpidem.StoredWithoutResponse, ev.last().Kind)
-		assert.Contains(t, ev.last().Reason, "larger than 99")
+		assert.Equal(t, evStoredWithoutResponse, ev.last().Kind)
+		assert.Contains(t, ev.last().Reason, "over the 99-byte limit")
 		w = serve(mw, newReq(`{}`, "k"))
 		requireProblem(t, w, http.StatusGone, httpidem.CodeResponseNotKept)
 		assert.EqualValues(t, 1, runs.Load(), "done is done: never a second run")
@@ -569,11 +569,11 @@ func TestTransactional(t *testing.T) {
 			}
 			var ev events
 			h := &counting{}
-			w := serve(mustNew(t, s, httpidem.WithHook(ev.hook))(h), newReq(`{}`, "k"))
+			w := serve(mustNew(t, s, (func(event))(ev.hook))(h), newReq(`{}`, "k"))
 			requireProblem(t, w, 503, httpidem.CodeStoreUnavailable)
 			assert.NotContains(t, w.Body.String(), `"run"`)
 			assert.EqualValues(t, 1, h.runs.Load())
-			assert.Equal(t, httpidem.StoreError, ev.last().Kind)
+			assert.Equal(t, evStoreError, ev.last().Kind)
 			_, err := s.Get(context.Background(), mustScoped(t, "k"))
 			assert.ErrorIs(t, err, store.ErrNotFound, "the claim rolled back too")
 		})
@@ -585,7 +585,9 @@ func TestTransactional(t *testing.T) {
 			_, inTx = ledgerFrom(r.Context())
 			w.WriteHeader(201)
 		})
-		mw, err := httpidem.New(s)
+		e, err := idem.New(s)
+		require.NoError(t, err)
+		mw, err := httpidem.New(e)
 		require.NoError(t, err)
 		require.Equal(t, 201, serve(mw(h), newReq(`{}`, "k")).Code)
 		assert.False(t, inTx)

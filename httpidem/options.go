@@ -3,55 +3,47 @@ package httpidem
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/keyer"
 )
 
-// Defaults of the options.
-const (
-	DefaultLease       = 30 * time.Second
-	DefaultRetention   = 24 * time.Hour
-	DefaultMaxResponse = 1 << 20 // bytes
-)
-
-// Option configures the middleware returned by New. An option given an
-// invalid value makes New fail; it is never silently replaced.
+// Option configures the middleware returned by New. A nil Option, or one
+// given an invalid value, makes New fail with an error matching
+// store.ErrInvalid; a value is never silently replaced.
 type Option func(*options) error
+
+// txMode says when the middleware runs in transactional mode.
+type txMode uint8
+
+const (
+	txNever txMode = iota
+	txAlways
+	txIfSupported
+)
 
 type options struct {
 	methods     map[string]bool
 	scope       func(*http.Request) ([]string, error)
 	fp          *keyer.Fingerprinter
-	lease       time.Duration
-	retention   time.Duration
-	wait        time.Duration
 	keep        func(status int) bool
 	maxResponse int
 	allow, deny []string
 	failOpen    bool
 	optionalKey bool
-	tx          bool
-	logger      *slog.Logger
-	hook        func(Event)
-	observers   []idem.Observer
+	tx          txMode
 	now         func() time.Time
-	redact      keyer.Redactor
 }
 
 func defaults() options {
 	return options{
 		methods:     map[string]bool{http.MethodPost: true, http.MethodPatch: true},
-		lease:       DefaultLease,
-		retention:   DefaultRetention,
 		keep:        DefaultKeep,
-		maxResponse: DefaultMaxResponse,
-		logger:      slog.Default(),
+		maxResponse: idem.DefaultMaxResponse,
 		now:         time.Now,
-		redact:      keyer.DefaultRedactor(),
 	}
 }
 
@@ -63,18 +55,21 @@ func DefaultKeep(status int) bool {
 
 // WithMethods sets the request methods the middleware handles (default POST
 // and PATCH). Requests with other methods pass straight to the handler,
-// without a key check.
+// without a key check. Each name must be an HTTP token (RFC 9110); it is
+// compared in upper case, as idemclient compares it: WithMethods("post")
+// protects POST, and a request whose method is "post" too. A name that is
+// not a token ("BAD METHOD", "") makes New fail.
 func WithMethods(methods ...string) Option {
 	return func(o *options) error {
 		if len(methods) == 0 {
-			return errors.New("no methods")
+			return errors.New("WithMethods(): name at least one method, such as http.MethodPost")
 		}
 		o.methods = make(map[string]bool, len(methods))
 		for _, m := range methods {
-			if m == "" {
-				return errors.New("empty method")
+			if !isToken(m) {
+				return fmt.Errorf("WithMethods(%q): a method is an HTTP token (letters, digits and !#$%%&'*+-.^_`|~), such as \"POST\"", m)
 			}
-			o.methods[m] = true
+			o.methods[strings.ToUpper(m)] = true
 		}
 		return nil
 	}
@@ -100,7 +95,7 @@ func WithMethods(methods ...string) Option {
 func WithScope(fn func(r *http.Request) ([]string, error)) Option {
 	return func(o *options) error {
 		if fn == nil {
-			return errors.New("nil scope function")
+			return errors.New("WithScope(nil): pass the function that returns the caller's tenant or user")
 		}
 		o.scope = fn
 		return nil
@@ -113,44 +108,9 @@ func WithScope(fn func(r *http.Request) ([]string, error)) Option {
 func WithFingerprinter(f *keyer.Fingerprinter) Option {
 	return func(o *options) error {
 		if f == nil {
-			return errors.New("nil fingerprinter")
+			return errors.New("WithFingerprinter(nil): pass a *keyer.Fingerprinter, or leave the option out for the default")
 		}
 		o.fp = f
-		return nil
-	}
-}
-
-// WithLease sets how long a claim holds the key while the handler runs
-// (default 30s). In lease mode the middleware renews it every half lease
-// while the handler runs, so the lease only needs to outlast a stall of the
-// process, not the longest request. It must also outlast the store's round
-// trips: in lease mode a claim that takes half the lease or more is released
-// and answered 503 without running the handler, since its lease may lapse
-// before the response is stored. It must be at least idem.MinLease.
-func WithLease(d time.Duration) Option {
-	return func(o *options) error {
-		o.lease = d // checked once, by idem.New
-		return nil
-	}
-}
-
-// WithRetention sets how long a kept response is replayed (default 24h).
-// It must be positive.
-func WithRetention(d time.Duration) Option {
-	return func(o *options) error {
-		o.retention = d // checked once, by idem.New
-		return nil
-	}
-}
-
-// WithWait makes a request that finds its key in progress wait up to d for
-// the first request to finish, then replay its response (or run, if the first
-// was released), instead of answering 409 at once. The default is 0: no
-// wait. The wait ends early, with nothing written, when the client goes
-// away. It must not be negative.
-func WithWait(d time.Duration) Option {
-	return func(o *options) error {
-		o.wait = d // checked once, by idem.New
 		return nil
 	}
 }
@@ -162,7 +122,7 @@ func WithWait(d time.Duration) Option {
 func WithKeep(keep func(status int) bool) Option {
 	return func(o *options) error {
 		if keep == nil {
-			return errors.New("nil keep function")
+			return errors.New("WithKeep(nil): pass a function, or leave the option out for DefaultKeep")
 		}
 		o.keep = keep
 		return nil
@@ -170,7 +130,7 @@ func WithKeep(keep func(status int) bool) Option {
 }
 
 // WithMaxResponse sets the largest response body kept, in bytes (default
-// 1 MiB). In lease mode a bigger response is still sent to the client, and
+// idem.DefaultMaxResponse, 1 MiB; the rule is idem.KeepUpTo's). In lease mode a bigger response is still sent to the client, and
 // the key is recorded as done without it: a retry gets a 410 problem
 // (CodeResponseNotKept), never a second run. In transactional mode at most n
 // bytes are buffered: past them the handler's context is cancelled, its
@@ -180,7 +140,7 @@ func WithKeep(keep func(status int) bool) Option {
 func WithMaxResponse(n int) Option {
 	return func(o *options) error {
 		if n <= 0 {
-			return fmt.Errorf("max response %d is not positive", n)
+			return fmt.Errorf("WithMaxResponse(%d): the limit must be a positive number of bytes", n)
 		}
 		o.maxResponse = n
 		return nil
@@ -189,26 +149,65 @@ func WithMaxResponse(n int) Option {
 
 // WithReplayHeaders keeps only the named response headers for replay (an
 // allowlist; with no names, none). Set-Cookie, hop-by-hop headers, Date and
-// Content-Length are never kept, even when listed.
+// Content-Length are never kept, even when listed. Each name must be an HTTP
+// token ("bad header" makes New fail).
 func WithReplayHeaders(names ...string) Option {
 	return func(o *options) error {
+		if err := checkHeaderNames("WithReplayHeaders", names); err != nil {
+			return err
+		}
 		o.allow = append(make([]string, 0, len(names)), names...)
 		return nil
 	}
 }
 
 // WithoutReplayHeaders adds names to the headers that are not kept for
-// replay (DefaultNotReplayed, plus those that never are).
+// replay (DefaultNotReplayed, plus those that never are). Each name must be
+// an HTTP token ("" makes New fail), and at least one must be given.
 func WithoutReplayHeaders(names ...string) Option {
 	return func(o *options) error {
+		if len(names) == 0 {
+			return errors.New("WithoutReplayHeaders(): name at least one header")
+		}
+		if err := checkHeaderNames("WithoutReplayHeaders", names); err != nil {
+			return err
+		}
 		o.deny = append(o.deny, names...)
 		return nil
 	}
 }
 
+func checkHeaderNames(opt string, names []string) error {
+	for _, n := range names {
+		if !isToken(n) {
+			return fmt.Errorf("%s(%q): a header name is an HTTP token (letters, digits and !#$%%&'*+-.^_`|~), such as \"Location\"", opt, n)
+		}
+	}
+	return nil
+}
+
+// isToken reports whether s is an HTTP token (RFC 9110, section 5.6.2).
+//
+// TODO(merge): use keyer's token validator when it lands.
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // WithFailOpen makes the middleware run the handler without idempotency when
-// the store fails on the first Claim (it logs the failure and reports a
-// StoreError event). The default is to fail closed: 503 problem, handler not
+// the store fails on the first Claim (it logs the failure; the engine's
+// tracer sees the failed claim). The default is to fail closed: 503 problem, handler not
 // run, because a retry that runs twice is exactly what the middleware exists
 // to prevent. In transactional mode a handler run this way finds no
 // transaction in its context.
@@ -231,8 +230,9 @@ func WithOptionalKey() Option {
 
 // WithTransactions selects transactional mode: claim, handler and stored
 // response in one transaction of the store, which must implement
-// store.Transactor (New fails otherwise). The handler finds the transaction
-// in its request context (sqlite.TxFrom, postgres.TxFrom) and must make its
+// store.Transactor (New fails otherwise; see idem.Engine.CanTransact). The
+// handler finds the transaction in its request context (postgres.Querier,
+// sqlite.Querier, mysql.Querier, or the backend's TxFrom) and must make its
 // writes through it to gain anything. The default is lease mode, which suits
 // every store and effects outside the database; choose transactions only
 // for handlers whose effect is a write to the store's own database, and keep
@@ -240,63 +240,19 @@ func WithOptionalKey() Option {
 // database's one write lock).
 func WithTransactions() Option {
 	return func(o *options) error {
-		o.tx = true
+		o.tx = txAlways
 		return nil
 	}
 }
 
-// WithObserver adds an engine observer (see idem.Observer): it receives every
-// claim outcome, settle outcome, renewal and store call of the requests, the
-// same events dedup and idem.Do report. The request is not in the event;
-// use WithHook for HTTP-level events.
-func WithObserver(obs idem.Observer) Option {
+// WithTransactionsIfSupported selects transactional mode when the engine's
+// store is a store.Transactor, and lease mode otherwise. With the backend's
+// Querier in the handler (postgres.Querier(ctx, pool) is the request's
+// transaction when there is one, else the pool), one handler runs
+// transactionally on postgres:// and in lease mode on memory:// in tests.
+func WithTransactionsIfSupported() Option {
 	return func(o *options) error {
-		if obs == nil {
-			return errors.New("nil observer")
-		}
-		o.observers = append(o.observers, obs)
-		return nil
-	}
-}
-
-// WithLogger sets the logger (default slog.Default()). Store failures,
-// responses too large to keep and lost leases are logged at Warn or Error,
-// with the key redacted (see WithKeyRedactor).
-func WithLogger(l *slog.Logger) Option {
-	return func(o *options) error {
-		if l == nil {
-			return errors.New("nil logger")
-		}
-		o.logger = l
-		return nil
-	}
-}
-
-// WithKeyRedactor sets how store keys are written into the middleware's
-// and the engine's log lines and into the errors they log (default
-// keyer.DefaultRedactor(): an HMAC with a secret drawn once per process);
-// see idem.WithKeyRedactor. keyer.RawKeys() writes keys as they are, tenant
-// scope included: choose it only where logs are as protected as the data.
-// Events given to WithHook and WithObserver keep the raw key (Event.Key):
-// they go to the user's own code. A nil Redactor makes New fail.
-func WithKeyRedactor(r keyer.Redactor) Option {
-	return func(o *options) error {
-		if r == nil {
-			return errors.New("nil key redactor")
-		}
-		o.redact = r
-		return nil
-	}
-}
-
-// WithHook calls fn for every Event, synchronously, on the request's
-// goroutine (or the lease renewer's). Keep it fast; use it for metrics.
-func WithHook(fn func(Event)) Option {
-	return func(o *options) error {
-		if fn == nil {
-			return errors.New("nil hook")
-		}
-		o.hook = fn
+		o.tx = txIfSupported
 		return nil
 	}
 }
@@ -306,7 +262,7 @@ func WithHook(fn func(Event)) Option {
 func WithClock(now func() time.Time) Option {
 	return func(o *options) error {
 		if now == nil {
-			return errors.New("nil clock")
+			return errors.New("WithClock(nil): pass a clock such as time.Now")
 		}
 		o.now = now
 		return nil

@@ -3,9 +3,10 @@ package httpidem
 import (
 	"bufio"
 	"context"
-	"io"
+	"maps"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -15,24 +16,40 @@ import (
 // What is kept is what the handler wrote, whatever the client's connection
 // accepted: a client that went away mid-body does not shorten the record.
 //
+// The start of a response is held (up to holdMax bytes, until the handler
+// flushes) so that, when the handler returns, finish can send it whole with
+// a Content-Length and flush it: the client has its answer before the key is
+// recorded, however long that takes. A response the handler streamed
+// (flushed, or longer than holdMax) is flushed at finish; its chunked end
+// follows when the middleware returns.
+//
 // It has no Unwrap, so a handler cannot write around the capture; the
 // http.ResponseController methods that do not write (deadlines, full
 // duplex) and Flush are forwarded to the client's writer.
 type teeWriter struct {
-	w        http.ResponseWriter
-	max      int // body bytes kept at most
-	status   int
-	header   http.Header // snapshot at WriteHeader
-	body     []byte
-	overflow bool // the body was longer than max: not kept
-	switched bool // the handler answered 101 Switching Protocols
+	w         http.ResponseWriter
+	max       int // body bytes kept at most
+	status    int
+	header    http.Header // snapshot at WriteHeader
+	body      []byte
+	size      int  // body bytes written, kept or not
+	overflow  bool // the body was longer than max: not kept
+	switched  bool // the handler answered 101 Switching Protocols
+	held      []byte
+	committed bool // the status line went to the client's writer
 }
+
+// holdMax is how much of a response's start is held back so that it can
+// be sent with a Content-Length when the handler returns.
+const holdMax = 4096
 
 func (t *teeWriter) Header() http.Header { return t.w.Header() }
 
 func (t *teeWriter) WriteHeader(code int) {
 	if t.status != 0 {
-		t.w.WriteHeader(code) // let net/http log the superfluous call
+		if t.committed {
+			t.w.WriteHeader(code) // let net/http log the superfluous call
+		}
 		return
 	}
 	if code >= 100 && code < 200 {
@@ -46,39 +63,98 @@ func (t *teeWriter) WriteHeader(code int) {
 	}
 	t.status = code
 	t.header = t.w.Header().Clone()
-	t.w.WriteHeader(code)
 }
 
-func (t *teeWriter) capture(n int) bool {
+// commit sends the status line and what was held.
+func (t *teeWriter) commit() error {
+	if t.committed {
+		return nil
+	}
+	t.committed = true
+	if t.status == 0 {
+		t.WriteHeader(http.StatusOK)
+	}
+	// net/http sends the header as it stood at WriteHeader: so does this
+	// late WriteHeader, and what the handler set since (trailers) stays in
+	// the map for net/http to read at the end.
+	h := t.w.Header()
+	now := h.Clone()
+	clear(h)
+	maps.Copy(h, t.header)
+	t.w.WriteHeader(t.status)
+	clear(h)
+	maps.Copy(h, now)
+	if len(t.held) == 0 {
+		return nil
+	}
+	held := t.held
+	t.held = nil
+	_, err := t.w.Write(held)
+	return err
+}
+
+func (t *teeWriter) capture(p []byte) {
+	t.size += len(p)
 	if t.overflow {
-		return false
+		return
 	}
-	if len(t.body)+n > t.max {
+	if len(t.body)+len(p) > t.max {
 		t.overflow, t.body = true, nil
-		return false
+		return
 	}
-	return true
+	t.body = append(t.body, p...)
 }
 
 func (t *teeWriter) Write(p []byte) (int, error) {
 	if t.status == 0 {
 		t.WriteHeader(http.StatusOK)
 	}
-	if t.capture(len(p)) {
-		t.body = append(t.body, p...)
+	t.capture(p)
+	if !t.committed {
+		if len(t.held)+len(p) <= holdMax {
+			t.held = append(t.held, p...)
+			return len(p), nil
+		}
+		if err := t.commit(); err != nil {
+			return 0, err
+		}
 	}
 	return t.w.Write(p)
 }
 
-// WriteString avoids a copy for io.WriteString callers.
-func (t *teeWriter) WriteString(s string) (int, error) {
-	if t.status == 0 {
-		t.WriteHeader(http.StatusOK)
+// WriteString is Write for io.WriteString callers.
+func (t *teeWriter) WriteString(s string) (int, error) { return t.Write([]byte(s)) }
+
+// finish sends what is held, with a Content-Length when the handler set
+// none and the status has a body, and flushes: called when the handler
+// returned.
+func (t *teeWriter) finish(method string) {
+	if !t.committed {
+		if t.status == 0 {
+			t.WriteHeader(http.StatusOK)
+		}
+		h := t.w.Header()
+		if h.Get("Content-Length") == "" && h.Get("Transfer-Encoding") == "" && len(h["Trailer"]) == 0 &&
+			!hasTrailerPrefix(h) && bodyAllowed(t.status) && method != http.MethodHead {
+			t.header.Set("Content-Length", strconv.Itoa(len(t.held)))
+		}
+		_ = t.commit()
 	}
-	if t.capture(len(s)) {
-		t.body = append(t.body, s...)
+	_ = http.NewResponseController(t.w).Flush()
+}
+
+func hasTrailerPrefix(h http.Header) bool {
+	for k := range h {
+		if _, ok := cutTrailerPrefix(k); ok {
+			return true
+		}
 	}
-	return io.WriteString(t.w, s)
+	return false
+}
+
+// bodyAllowed reports whether a response with status may have a body.
+func bodyAllowed(status int) bool {
+	return status >= 200 && status != http.StatusNoContent && status != http.StatusNotModified
 }
 
 // finalStatus is the status the client saw: 200 when the handler wrote
@@ -94,7 +170,7 @@ func (t *teeWriter) finalStatus() int {
 // as it stood at WriteHeader, the trailers as they stand now, the body.
 func (t *teeWriter) encoded(p *headerPolicy) []byte {
 	h := t.header
-	if t.status == 0 { // nothing written: net/http sends a bare 200
+	if h == nil { // nothing written: net/http sends a bare 200
 		h = t.w.Header()
 	}
 	return encodeResponse(t.finalStatus(), withTrailers(h, t.w.Header()), p, t.body)
@@ -105,8 +181,8 @@ func (t *teeWriter) Flush() { _ = t.FlushError() }
 
 // FlushError is Flush for http.ResponseController.
 func (t *teeWriter) FlushError() error {
-	if t.status == 0 {
-		t.WriteHeader(http.StatusOK)
+	if err := t.commit(); err != nil {
+		return err
 	}
 	return http.NewResponseController(t.w).Flush()
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/keyer"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/memory"
@@ -46,10 +47,14 @@ func ExampleWithKeyRedactor() {
 			return a
 		},
 	}))
-	mw, err := httpidem.New(downStore{st},
-		httpidem.WithScope(func(*http.Request) ([]string, error) { return []string{"tenant-acme"}, nil }),
-		httpidem.WithKeyRedactor(red), // the default hashes with a per-process secret
-		httpidem.WithLogger(logger))
+	e, err := idem.New(downStore{st},
+		idem.WithKeyRedactor(red), // the default hashes with a per-process secret
+		idem.WithLogger(logger))
+	if err != nil {
+		panic(err)
+	}
+	mw, err := httpidem.New(e,
+		httpidem.WithScope(func(*http.Request) ([]string, error) { return []string{"tenant-acme"}, nil }))
 	if err != nil {
 		panic(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/redacttest"
 	"github.com/idemkit/idemkit/keyer"
 	"github.com/idemkit/idemkit/store"
@@ -31,7 +32,7 @@ const (
 // Complete is retried, its replay, a 422, a 409, a 500 whose release fails,
 // a 503 (the store is down) and a lease lost while the handler runs. It
 // returns the log and the scoped keys used.
-func scriptHTTP(t *testing.T, opts ...httpidem.Option) (string, []string) {
+func scriptHTTP(t *testing.T, opts ...any) (string, []string) {
 	t.Helper()
 	clock := storetest.NewManualClock(time.Now())
 	mem, err := memory.New(memory.WithClock(clock.Now))
@@ -70,8 +71,8 @@ func scriptHTTP(t *testing.T, opts ...httpidem.Option) (string, []string) {
 		}
 		w.WriteHeader(201)
 	})
-	mw := mustNew(t, q, append([]httpidem.Option{
-		httpidem.WithLogger(logger), httpidem.WithLease(200 * time.Millisecond),
+	mw := mustNew(t, q, append([]any{
+		idem.WithLogger(logger), idem.WithLease(200 * time.Millisecond),
 		httpidem.WithScope(func(*http.Request) ([]string, error) { return []string{rawTenant}, nil }),
 	}, opts...)...)(h)
 
@@ -104,7 +105,7 @@ func TestLogsCarryNoRawKeyByDefault(t *testing.T) {
 }
 
 func TestLogsCarryRawKeysWhenChosen(t *testing.T) {
-	logs, keys := scriptHTTP(t, httpidem.WithKeyRedactor(keyer.RawKeys()))
+	logs, keys := scriptHTTP(t, idem.WithKeyRedactor(keyer.RawKeys()))
 	for _, k := range keys {
 		j, err := json.Marshal(k)
 		require.NoError(t, err)
@@ -114,6 +115,6 @@ func TestLogsCarryRawKeysWhenChosen(t *testing.T) {
 }
 
 func TestKeyRedactorNil(t *testing.T) {
-	_, err := httpidem.New(newFakeStore(), httpidem.WithKeyRedactor(nil))
+	_, err := newMW(newFakeStore(), idem.WithKeyRedactor(nil))
 	require.ErrorIs(t, err, store.ErrInvalid)
 }

@@ -38,8 +38,8 @@ func TestStoredResponseIsWhatHandlerWrote(t *testing.T) {
 			w.(http.Flusher).Flush()
 		}
 	})
-	mw := mustNew(t, newFakeStore(), httpidem.WithHook(func(e httpidem.Event) {
-		if e.Kind == httpidem.Stored {
+	mw := mustNew(t, newFakeStore(), (func(event))(func(e event) {
+		if e.Kind == evStored {
 			settled <- struct{}{}
 		}
 	}))(h)

@@ -19,7 +19,7 @@ var errResponseTooLarge = errors.New("httpidem: response larger than WithMaxResp
 func (m *middleware) serveTx(ctx context.Context, w http.ResponseWriter, r *http.Request, next http.Handler, key, fp string) {
 	var buf *bufferWriter
 	body, _ := r.Body.(io.Seeker) // the fingerprinter's copy of the body
-	res, err := m.engine.Run(ctx, key, fp, func(wctx context.Context) idem.Verdict {
+	res, err := m.e.Run(ctx, key, fp, func(wctx context.Context) idem.Verdict {
 		hctx, cancel := context.WithCancelCause(wctx)
 		defer cancel(nil)
 		if body != nil {
@@ -30,16 +30,20 @@ func (m *middleware) serveTx(ctx context.Context, w http.ResponseWriter, r *http
 		}
 		buf = &bufferWriter{inner: w, max: m.maxResponse, cancel: cancel}
 		next.ServeHTTP(buf, r.WithContext(hctx))
-		return m.verdict(buf.finalStatus(), buf.overflow, false, func() []byte {
+		size := len(buf.body)
+		if buf.overflow {
+			size = m.maxResponse + 1
+		}
+		return m.verdict(buf.finalStatus(), size, false, func() []byte {
 			return encodeResponse(buf.finalStatus(), buf.finalHeader(), &m.headers, buf.body)
 		})
-	})
+	}, m.run...)
 	m.answer(w, r, next, key, res, err, func(res idem.Result, err error) {
 		switch {
 		case err == nil && res.Settle == idem.SettleCompleted:
 			buf.send(w)
 		case err == nil && buf.overflow:
-			m.logger.ErrorContext(r.Context(), "httpidem: response larger than the limit in transactional mode; handler cancelled, transaction rolled back",
+			m.logger().ErrorContext(r.Context(), "httpidem: response larger than the limit in transactional mode; handler cancelled, transaction rolled back",
 				"key", m.redact(key), "limit", m.maxResponse)
 			writeProblem(w, http.StatusInternalServerError, CodeResponseTooLarge,
 				"The response was too large to keep, so the request was rolled back. Contact the service owner.", 0)

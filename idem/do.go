@@ -5,9 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
+	"github.com/idemkit/idemkit/keyer"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -36,8 +35,8 @@ func (JSON) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
 // Unmarshal is json.Unmarshal.
 func (JSON) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
 
-// DoOption configures one Do call. An invalid value makes Do fail with
-// store.ErrInvalid before anything runs; a nil DoOption is skipped.
+// DoOption configures one Do call. A nil DoOption or an invalid value makes
+// Do fail with store.ErrInvalid before anything runs.
 type DoOption func(*doOptions) error
 
 type doOptions struct {
@@ -59,8 +58,9 @@ func WithFingerprint(fp string) DoOption {
 }
 
 // WithScope puts the key in a namespace (the tenant, the user, the job
-// kind), so the same key in two scopes runs twice, once in each. Parts are
-// length-prefixed: no scope and key can spell another scope's key.
+// kind), so the same key in two scopes runs twice, once in each. The key is
+// namespaced by keyer.ScopedKey (see DoKey): no scope and key can spell
+// another scope's key.
 func WithScope(parts ...string) DoOption {
 	return func(o *doOptions) error {
 		o.scope = append([]string(nil), parts...)
@@ -72,7 +72,7 @@ func WithScope(parts ...string) DoOption {
 func WithCodec(c Codec) DoOption {
 	return func(o *doOptions) error {
 		if c == nil {
-			return errors.New("nil codec")
+			return errors.New("WithCodec(nil): pass a Codec (JSON is the default)")
 		}
 		o.codec = c
 		return nil
@@ -80,31 +80,25 @@ func WithCodec(c Codec) DoOption {
 }
 
 // WithMaxResult sets the largest encoded result kept, in bytes (default
-// 1 MiB). A larger result is returned to this caller, and the key is
-// recorded as done without it: later calls get ErrNotKept, never a second
-// run.
+// DefaultMaxResponse; the rule is KeepUpTo's). A larger result is returned
+// to this caller with an error matching ErrNotKept, and the key is recorded
+// as done without it: later calls get ErrNotKept, never a second run.
 func WithMaxResult(n int) DoOption {
 	return func(o *doOptions) error {
 		if n <= 0 {
-			return fmt.Errorf("max result %d is not positive", n)
+			return fmt.Errorf("WithMaxResult(%d): the limit must be positive", n)
 		}
 		o.maxResult = n
 		return nil
 	}
 }
 
-// DoKey returns the store key Do uses for key in scope:
-// "do:" then each scope part and the key as "<len>:<text>", joined by ':'.
-func DoKey(key string, scope ...string) string {
-	var b strings.Builder
-	b.WriteString("do")
-	for _, p := range append(scope, key) {
-		b.WriteByte(':')
-		b.WriteString(strconv.Itoa(len(p)))
-		b.WriteByte(':')
-		b.WriteString(p)
-	}
-	return b.String()
+// DoKey returns the store key Do uses for key in scope: keyer.ScopedKey
+// of key with the scope "do", then the scope parts. It fails (matching
+// store.ErrInvalid, as a *keyer.KeyError) when ScopedKey refuses the key or
+// the scope.
+func DoKey(key string, scope ...string) (string, error) {
+	return keyer.ScopedKey(key, append([]string{"do"}, scope...)...)
 }
 
 // Do runs fn once per key, however many times it is called (by retries,
@@ -130,47 +124,59 @@ func DoKey(key string, scope ...string) string {
 func Do[T any](ctx context.Context, e *Engine, key string, fn func(ctx context.Context) (T, error), opts ...DoOption) (T, error) {
 	var zero T
 	if e == nil || fn == nil {
-		return zero, fmt.Errorf("idem: do: %w: nil engine or fn", store.ErrInvalid)
+		return zero, fmt.Errorf("idem: do: nil engine or fn: %w", store.ErrInvalid)
 	}
-	if key == "" {
-		return zero, fmt.Errorf("idem: do: %w: empty key", store.ErrInvalid)
-	}
-	o := doOptions{codec: JSON{}, maxResult: 1 << 20}
-	for _, opt := range opts {
+	o := doOptions{codec: JSON{}, maxResult: DefaultMaxResponse}
+	for i, opt := range opts {
 		if opt == nil {
-			continue
+			return zero, fmt.Errorf("idem: do: option %d is nil: %w", i, store.ErrInvalid)
 		}
 		if err := opt(&o); err != nil {
-			return zero, fmt.Errorf("idem: do: %w: %w", store.ErrInvalid, err)
+			return zero, fmt.Errorf("idem: do: %w", invalid(err))
 		}
 	}
+	skey, err := DoKey(key, o.scope...)
+	if err != nil {
+		return zero, fmt.Errorf("idem: do: %w", invalid(err))
+	}
 	var (
-		v     T
-		fnErr error
+		v      T
+		fnErr  error
+		encErr error
+		big    bool
 	)
-	skey := DoKey(key, o.scope...)
 	res, err := e.Run(ctx, skey, o.fingerprint, func(ctx context.Context) Verdict {
-		v, fnErr = fn(ctx)
+		var got T
+		got, fnErr = fn(ctx)
 		if fnErr != nil {
 			return Discard(fnErr.Error())
 		}
-		b, err := o.codec.Marshal(v)
-		switch {
-		case err != nil:
-			e.opts.logger.WarnContext(ctx, "idem: do: the result cannot be encoded; recorded without it", "key", e.show(skey), "err", e.scrub(skey, err))
-			return KeepWithoutResponse("result cannot be encoded: " + err.Error())
-		case len(b) > o.maxResult:
-			return KeepWithoutResponse("result larger than " + strconv.Itoa(o.maxResult) + " bytes")
+		// What the first caller gets is what a replay will get: the result
+		// as the codec keeps it, encoded and decoded again.
+		b, err := o.codec.Marshal(got)
+		if err == nil {
+			err = o.codec.Unmarshal(b, &v)
 		}
-		return Keep(b)
+		if err != nil {
+			encErr = err
+			e.Logger().WarnContext(ctx, "idem: do: the result cannot be kept by the codec; recorded without it", "key", e.show(skey), "err", e.scrub(skey, err))
+			return KeepWithoutResponse("result cannot be encoded: " + err.Error())
+		}
+		verdict := KeepUpTo(o.maxResult, len(b), func() []byte { return b })
+		big = verdict.kind == keepWithoutResponse
+		return verdict
 	})
 	switch res.Outcome {
 	case store.Acquired:
-		if fnErr != nil {
-			if err != nil {
-				return zero, errors.Join(fnErr, err)
-			}
+		switch {
+		case fnErr != nil && err != nil:
+			return zero, errors.Join(fnErr, err)
+		case fnErr != nil:
 			return zero, fnErr
+		case encErr != nil:
+			return zero, errors.Join(fmt.Errorf("idem: do %q: the codec cannot keep the result: %w: %w", e.show(skey), ErrNotKept, e.scrub(skey, encErr)), err)
+		case big:
+			return v, errors.Join(fmt.Errorf("idem: do %q: result over %d bytes: %w", e.show(skey), o.maxResult, ErrNotKept), err)
 		}
 		return v, err
 	case store.Completed:

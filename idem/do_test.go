@@ -58,7 +58,7 @@ func TestDoScopeSeparates(t *testing.T) {
 	b, _ := idem.Do(t.Context(), e, "k", fn, idem.WithScope("bob"))
 	a2, _ := idem.Do(t.Context(), e, "k", fn, idem.WithScope("alice"))
 	assert.Equal(t, []int{1, 2, 1}, []int{a, b, a2})
-	assert.NotEqual(t, idem.DoKey("b:c", "a"), idem.DoKey("c", "a:b"))
+	assert.NotEqual(t, mustDoKey(t, "b:c", "a"), mustDoKey(t, "c", "a:b"))
 }
 
 func TestDoTooLargeNotKept(t *testing.T) {
@@ -66,7 +66,7 @@ func TestDoTooLargeNotKept(t *testing.T) {
 	var runs atomic.Int32
 	fn := func(context.Context) (string, error) { runs.Add(1); return strings.Repeat("x", 100), nil }
 	v, err := idem.Do(t.Context(), e, "k", fn, idem.WithMaxResult(50))
-	require.NoError(t, err)
+	require.ErrorIs(t, err, idem.ErrNotKept, "the first caller is told what a retry will be told")
 	assert.Len(t, v, 100, "the first caller gets its result")
 	_, err = idem.Do(t.Context(), e, "k", fn, idem.WithMaxResult(50))
 	require.ErrorIs(t, err, idem.ErrNotKept)
@@ -74,8 +74,8 @@ func TestDoTooLargeNotKept(t *testing.T) {
 }
 
 func TestDoInProgressAndRejects(t *testing.T) {
-	e := newEngine(t, newMemory(t))
-	release, done := holdKey(t, e, idem.DoKey("k"))
+	e := newEngine(t, newMemory(t), idem.WithWait(0))
+	release, done := holdKey(t, e, mustDoKey(t, "k"))
 	_, err := idem.Do(t.Context(), e, "k", func(context.Context) (int, error) { t.Error("ran"); return 0, nil })
 	require.ErrorIs(t, err, idem.ErrInProgress)
 	close(release)
@@ -87,4 +87,13 @@ func TestDoInProgressAndRejects(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrInvalid)
 	_, err = idem.Do[int](t.Context(), e, "k", nil)
 	require.ErrorIs(t, err, store.ErrInvalid)
+	_, err = idem.Do(t.Context(), e, "k", func(context.Context) (int, error) { return 0, nil }, nil)
+	require.ErrorIs(t, err, store.ErrInvalid, "a nil option")
+}
+
+func mustDoKey(t *testing.T, key string, scope ...string) string {
+	t.Helper()
+	k, err := idem.DoKey(key, scope...)
+	require.NoError(t, err)
+	return k
 }

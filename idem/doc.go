@@ -52,13 +52,13 @@
 //	claim's reply after half the lease          Release; ErrSlowClaim (matches ErrUnavailable); work not run   TestRunSlowClaimNotActedOn
 //	claim fails                                 ErrUnavailable; work not run                                   TestRunClaimFails
 //	key completed                               Result{Outcome: Completed}: replay Record.Response             TestRunKeepCompletes
-//	key in progress                             Result{Outcome: InProgress}, at once                           TestRunInProgress
-//	key in progress, WithWait                   polls with bounded backoff; replays when the other finishes    TestRunWaitReplays
+//	key in progress, WithWait(0)                Result{Outcome: InProgress}, at once                           TestRunInProgress
+//	key in progress (default: wait 10 s)        polls with bounded backoff; replays when the other finishes    TestRunWaitReplays
 //	  ... and the caller's ctx ends             returns at once with ctx's error                               TestRunWaitEndsWithContext
 //	key used with another fingerprint           Result{Outcome: Mismatch}                                      TestRunMismatch
 //	N concurrent calls, one key                 the work runs once; the others see InProgress or Completed     TestRunConcurrentOnce
 //
-// Transactional mode (WithTransactions, a store.Transactor): claim, work and
+// Transactional mode (Run with InTx, on a store.Transactor): claim, work and
 // Complete run in one transaction; the work writes through the transaction
 // in its context.
 //
@@ -71,17 +71,20 @@
 //	Complete finds the lease lapsed              claim again with the same token (nobody can hold the row), retry TestTxCompleteAfterLapseReclaims
 //	commit (or Complete) fails                  SettleUnknown, ErrNotRecorded: a retry replays or runs         TestTxCommitFails
 //	concurrent duplicate                        blocks on the key's row, then replays                          TestTxConcurrentOnce
+//	caller leaves after the work returned       commit goes on (detached context, bounded by the lease)       TestTxCallerLeavesAfterWorkCommits
 //
-// Construction: New fails (store.ErrInvalid) for a nil store, an invalid
-// option value, or WithTransactions on a store that is not a
-// store.Transactor: TestNewRejects. Transactional mode is never chosen by a
-// type assertion on the store.
+// Construction: New fails (store.ErrInvalid) for a nil store, a nil option
+// or an invalid option value: TestNewRejects; Run fails the same way for
+// InTx on a store that is not a store.Transactor. Transactional mode is
+// chosen per call (InTx, or InTxIfSupported: transactions where the store
+// has them), never by a type assertion on the store, so one Engine serves
+// both modes.
 //
 // # Leases and the heartbeat
 //
 // In lease mode the claim holds the key for WithLease. A heartbeat on its own
-// goroutine renews it (a re-entrant Claim) every lease/2, every lease/8 after
-// a failed renewal, from the claim until the key is settled: while the work
+// goroutine renews it (a re-entrant Claim) every lease/2, and after a failed
+// renewal on the engine's one backoff (5 ms doubling to lease/8), from the claim until the key is settled: while the work
 // runs and while its result is being recorded. It uses a context that
 // ignores the caller's cancellation, so a caller that gives up cancels the
 // work's context but never the renewal while the work still runs. When a
@@ -116,17 +119,25 @@
 // WithWait); the rules are the engine's: an error from fn releases the key,
 // a result too large to keep is recorded without it (later calls get
 // ErrNotKept), a duplicate gets the kept result, ErrInProgress or
-// ErrMismatch. Tests: TestDoRunsOnce, TestDoErrorReleases,
-// TestDoScopeSeparates, TestDoTooLargeNotKept, TestDoInProgressAndRejects.
+// ErrMismatch. The first call returns what a replay will: the result
+// encoded and decoded again by the codec, so Do[any] gives float64 both
+// times, and a result the codec cannot keep fails at once (ErrNotKept).
+// Tests: TestDoRunsOnce, TestDoErrorReleases, TestDoScopeSeparates,
+// TestDoTooLargeNotKept, TestDoInProgressAndRejects, TestDoFirstCallAsReplay.
 //
-// # Observing
+// # Tracing
 //
-// WithObserver receives an Event for every claim outcome (Acquired,
-// Replayed, InProgress, Mismatch, Waiting, SlowClaim), every settle outcome
-// (Completed, Released, LeaseLost, Unknown), every renewal, every failed
-// store call (StoreError), and the duration of every store call by operation
-// (StoreCall with Op and Took). httpidem and dedup report through it, so one
-// observer counts HTTP requests, messages and Do calls alike.
+// WithTracer adds a Tracer, in the shape of pgx's QueryTracer: its
+// TraceRunStart is called before the claim and returns the context the run
+// goes on in, and TraceRunEnd gets that context with the Result, so a span
+// started at the start is the parent of every span the work starts. A
+// Tracer that is also an EventTracer receives an Event for every claim
+// outcome (Acquired, Replayed, InProgress, Mismatch, Waiting, SlowClaim),
+// every settle outcome (Completed, Released, LeaseLost, Unknown), every
+// renewal, every failed store call (StoreError), and the duration of every
+// store call by operation (StoreCall with Op and Took). httpidem, dedup,
+// grpcidem and Do all run through the engine, so one tracer sees HTTP
+// requests, messages and calls alike (otelidem is one).
 //
 // # Keys out of logs
 //
@@ -137,7 +148,7 @@
 // A store's error that quotes the key (the Redis and memory backends' do) is
 // redacted too, and still matches errors.Is. WithKeyRedactor chooses
 // another redactor (keyer.HashKeys with a shared secret, keyer.OmitKeys,
-// keyer.RawKeys only by explicit choice). Events keep the raw key in
-// Event.Key (the observer is your own code; otelidem hashes it); their Err
-// is redacted like every other error.
+// keyer.RawKeys only by explicit choice). Tracers get the raw key
+// (RunStart.Key, Event.Key: a tracer is your own code; otelidem hashes it);
+// errors they get are redacted like every other error.
 package idem

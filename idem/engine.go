@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/idemkit/idemkit/store"
@@ -28,40 +29,58 @@ var (
 	ErrNotKept = errors.New("idem: done, response not kept")
 )
 
-// Engine runs work once per key: claim → run → settle. It is safe for
-// concurrent use by multiple goroutines. See the package documentation for
-// its contract.
+// ErrPanicked is RunEnd.Err when the work panicked (the key was released
+// and the panic went on). Run itself never returns it.
+var ErrPanicked = errors.New("idem: the work panicked")
+
+// Engine runs work once per key: claim → run → settle. It is the one
+// configured object of idemkit: lease, wait, retention, logger, key
+// redactor and tracer are set once, on New, and every surface (httpidem,
+// dedup, grpcidem, Do) takes the Engine. It is safe for concurrent use by
+// multiple goroutines. See the package documentation for its contract.
 type Engine struct {
-	s    store.Store
-	tx   store.Transactor // set in transactional mode
-	opts options
+	s      store.Store
+	tx     store.Transactor // nil when the store has no transactions
+	opts   options
+	tracer MultiTracer
+	events bool // a tracer is an EventTracer
 }
 
 // New returns an Engine that records keys in s. It fails with an error
-// matching store.ErrInvalid when s is nil, an option has an invalid value,
-// or WithTransactions is given and s does not implement store.Transactor.
+// matching store.ErrInvalid when s is nil, an option is nil or has an
+// invalid value.
 func New(s store.Store, opts ...Option) (*Engine, error) {
 	if err := checkStore(s); err != nil {
 		return nil, fmt.Errorf("idem: new: %w", err)
 	}
 	e := &Engine{s: s, opts: defaults()}
-	for _, o := range opts {
+	for i, o := range opts {
 		if o == nil {
-			continue // a nil Option is skipped, as everywhere in the module
+			return nil, fmt.Errorf("idem: new: option %d is nil: %w", i, store.ErrInvalid)
 		}
 		if err := o(&e.opts); err != nil {
-			return nil, fmt.Errorf("idem: new: %w: %w", store.ErrInvalid, err)
+			return nil, fmt.Errorf("idem: new: %w", invalid(err))
 		}
 	}
-	if e.opts.tx {
-		tx, ok := s.(store.Transactor)
-		if !ok {
-			return nil, fmt.Errorf("idem: new: %w: WithTransactions needs a store.Transactor, and %T is not one", store.ErrInvalid, s)
+	e.tx, _ = s.(store.Transactor)
+	e.tracer = MultiTracer(e.opts.tracers)
+	for _, t := range e.tracer {
+		if _, ok := t.(EventTracer); ok {
+			e.events = true
 		}
-		e.tx = tx
 	}
 	return e, nil
 }
+
+// invalid marks an option's error as store.ErrInvalid without repeating
+// the store's text.
+func invalid(err error) error { return invalidError{err} }
+
+type invalidError struct{ err error }
+
+func (e invalidError) Error() string        { return e.err.Error() }
+func (e invalidError) Unwrap() error        { return e.err }
+func (e invalidError) Is(target error) bool { return target == store.ErrInvalid }
 
 // Lease returns the engine's lease.
 func (e *Engine) Lease() time.Duration { return e.opts.lease }
@@ -69,8 +88,25 @@ func (e *Engine) Lease() time.Duration { return e.opts.lease }
 // Retention returns the engine's retention.
 func (e *Engine) Retention() time.Duration { return e.opts.retention }
 
-// Transactional reports whether the engine runs in transactional mode.
-func (e *Engine) Transactional() bool { return e.tx != nil }
+// Wait returns how long a call waits for a key in progress (WithWait).
+func (e *Engine) Wait() time.Duration { return e.opts.wait }
+
+// CanTransact reports whether the engine's store is a store.Transactor, so
+// that InTx runs can use it.
+func (e *Engine) CanTransact() bool { return e.tx != nil }
+
+// Logger returns the engine's logger (WithLogger), for surfaces that log
+// beside the engine.
+func (e *Engine) Logger() *slog.Logger {
+	if e.opts.logger != nil {
+		return e.opts.logger
+	}
+	return slog.Default()
+}
+
+// RedactKey returns key as log lines and error texts may carry it (see
+// WithKeyRedactor).
+func (e *Engine) RedactKey(key string) string { return e.show(key) }
 
 // Store returns the engine's store.
 func (e *Engine) Store() store.Store { return e.s }
@@ -140,6 +176,59 @@ type Result struct {
 // Replay reports whether the result is a replay of a completed key.
 func (r Result) Replay() bool { return r.Outcome == store.Completed }
 
+// RunOption configures one Run call. A nil RunOption or an invalid value
+// makes Run fail with store.ErrInvalid before anything runs.
+type RunOption func(*runOptions) error
+
+type runOptions struct {
+	tx, txIfSupported bool
+	same              func(recorded, presented string) bool
+}
+
+// InTx runs claim, work and Complete in one transaction of the store, which
+// must implement store.Transactor (Run fails with store.ErrInvalid
+// otherwise; see CanTransact). The work's context carries the transaction
+// (sqlite.TxFrom, postgres.TxFrom, or the backend's Querier), and
+// everything it writes through it commits with the key and the stored
+// response, or rolls back with them. Choose it only when the work's effect
+// is a write to that same database: the transaction is held open for the
+// whole work (on SQLite, the database's one write lock). A caller that goes
+// away after the work returned does not roll it back: the commit runs on a
+// context detached from the caller's, bounded by the lease.
+func InTx() RunOption {
+	return func(o *runOptions) error {
+		o.tx = true
+		return nil
+	}
+}
+
+// InTxIfSupported is InTx when the engine's store is a store.Transactor
+// and lease mode otherwise: one handler, written with the backend's Querier
+// (postgres.Querier, sqlite.Querier, mysql.Querier), then runs
+// transactionally on a SQL store and in lease mode on memory:// or Redis.
+func InTxIfSupported() RunOption {
+	return func(o *runOptions) error {
+		o.txIfSupported = true
+		return nil
+	}
+}
+
+// WithSameRequest sets a function that decides whether a claim reported as
+// store.Mismatch is nevertheless the same request: same(recorded, presented)
+// gets the record's fingerprint and the call's. It is for fingerprints that
+// cannot be compared (two versions of a fingerprint algorithm); such a claim
+// is then taken as what the record's state says (Completed or InProgress).
+// Default: a mismatch is a mismatch.
+func WithSameRequest(same func(recorded, presented string) bool) RunOption {
+	return func(o *runOptions) error {
+		if same == nil {
+			return errors.New("WithSameRequest(nil): pass a function")
+		}
+		o.same = same
+		return nil
+	}
+}
+
 // Run runs work once for key. The claim's fingerprint identifies the
 // request the key was first used with (empty: not checked). The returned
 // error is nil when the work ran and was settled as it asked, and when the
@@ -147,27 +236,78 @@ func (r Result) Replay() bool { return r.Outcome == store.Completed }
 // ErrUnavailable (the work did not run), store.ErrLeaseLost or
 // ErrNotRecorded (the work ran; its result is not recorded), the store's
 // error from a failed release (Settle is SettleFailed; the key lapses with
-// its lease), or the caller's context error (the caller left while
-// waiting).
-func (e *Engine) Run(ctx context.Context, key, fingerprint string, work Work) (Result, error) {
+// its lease), the caller's context error (the caller left while waiting),
+// or store.ErrInvalid (an invalid argument or option; nothing ran).
+func (e *Engine) Run(ctx context.Context, key, fingerprint string, work Work, opts ...RunOption) (Result, error) {
 	if work == nil {
-		return Result{}, fmt.Errorf("idem: run: %w: nil work", store.ErrInvalid)
+		return Result{}, fmt.Errorf("idem: run: nil work: %w", store.ErrInvalid)
 	}
 	if ctx == nil {
-		return Result{}, fmt.Errorf("idem: run: %w: nil context", store.ErrInvalid)
+		return Result{}, fmt.Errorf("idem: run: nil context: %w", store.ErrInvalid)
 	}
 	if err := store.CheckClaim(key, fingerprint, "t", e.opts.lease); err != nil {
 		return Result{}, fmt.Errorf("idem: run: %w", err)
 	}
-	if e.tx != nil {
-		return e.runTx(ctx, key, fingerprint, work)
+	r := &run{key: key, fp: fingerprint, caller: ctx}
+	for i, o := range opts {
+		if o == nil {
+			return Result{}, fmt.Errorf("idem: run: option %d is nil: %w", i, store.ErrInvalid)
+		}
+		if err := o(&r.opts); err != nil {
+			return Result{}, fmt.Errorf("idem: run: %w", invalid(err))
+		}
 	}
-	return e.runLease(ctx, key, fingerprint, work)
+	if r.opts.txIfSupported && e.tx != nil {
+		r.opts.tx = true
+	}
+	if r.opts.tx && e.tx == nil {
+		return Result{}, fmt.Errorf("idem: run: InTx needs a store.Transactor, and %T is not one (use InTxIfSupported for lease mode on such stores): %w", e.s, store.ErrInvalid)
+	}
+	if len(e.tracer) == 0 {
+		return e.run(ctx, r, work)
+	}
+	ctx = e.tracer.TraceRunStart(ctx, RunStart{Key: key, Fingerprint: fingerprint, Transactional: r.opts.tx})
+	var (
+		res      Result
+		err      error
+		finished bool
+	)
+	defer func() {
+		end := RunEnd{Key: key, Result: res, Err: err, Status: r.verdict.status, Reason: r.verdict.reason}
+		if !finished {
+			end.Result, end.Err, end.Reason = Result{Outcome: store.Acquired, Settle: SettleReleased}, ErrPanicked, "panic"
+		}
+		if !r.workStart.IsZero() && !r.workEnd.IsZero() {
+			end.Work = r.workEnd.Sub(r.workStart)
+			end.Settle = time.Since(r.workEnd)
+		}
+		e.tracer.TraceRunEnd(ctx, end)
+	}()
+	res, err = e.run(ctx, r, work)
+	finished = true
+	return res, err
+}
+
+// run is one Run's state, read by the tracer's end.
+type run struct {
+	caller    context.Context
+	key, fp   string
+	opts      runOptions
+	verdict   Verdict
+	workStart time.Time
+	workEnd   time.Time
+}
+
+func (e *Engine) run(ctx context.Context, r *run, work Work) (Result, error) {
+	if r.opts.tx {
+		return e.runTx(ctx, r, work)
+	}
+	return e.runLease(ctx, r, work)
 }
 
 // interpret maps a claim to the outcome acted on (WithSameRequest).
-func (e *Engine) interpret(c store.Claim, fp string) store.Outcome {
-	if c.Outcome == store.Mismatch && e.opts.same != nil && e.opts.same(c.Record.Fingerprint, fp) {
+func (r *run) interpret(c store.Claim) store.Outcome {
+	if c.Outcome == store.Mismatch && r.opts.same != nil && r.opts.same(c.Record.Fingerprint, r.fp) {
 		switch c.Record.Status {
 		case store.StatusCompleted:
 			return store.Completed
@@ -198,16 +338,15 @@ func (e *Engine) duplicate(ctx context.Context, key string, c store.Claim, o sto
 
 // waitStep sleeps before the next poll of an in-progress key. It reports
 // false when the wait is over (deadline passed, or ctx ended).
-func (e *Engine) waitStep(ctx context.Context, key string, deadline time.Time, attempt int) bool {
+func (e *Engine) waitStep(ctx context.Context, key string, deadline time.Time, b *backoff) bool {
 	left := time.Until(deadline)
 	if left <= 0 || ctx.Err() != nil {
 		return false
 	}
-	if attempt == 0 {
+	if b.first() {
 		e.emit(ctx, Event{Kind: Waiting, Key: key})
 	}
-	d := min(5*time.Millisecond<<min(attempt, 5), 100*time.Millisecond, left)
-	t := time.NewTimer(d)
+	t := time.NewTimer(min(b.next(), left))
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -220,7 +359,7 @@ func (e *Engine) waitStep(ctx context.Context, key string, deadline time.Time, a
 // call times one store call and reports it. The error's text names the key
 // only in its redacted form (a backend may quote the key).
 func (e *Engine) call(ctx context.Context, key, op string, f func() error) error {
-	if len(e.opts.observers) == 0 {
+	if !e.events {
 		return e.scrub(key, f())
 	}
 	start := time.Now()

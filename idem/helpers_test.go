@@ -210,3 +210,10 @@ func mustRedis(t testing.TB, c goredis.UniversalClient, opts ...redis.Option) *r
 	require.NoError(t, err)
 	return s
 }
+
+// events turns a func into a Tracer that sees every Event of a run.
+type events func(idem.Event)
+
+func (events) TraceRunStart(ctx context.Context, _ idem.RunStart) context.Context { return ctx }
+func (events) TraceRunEnd(context.Context, idem.RunEnd)                           {}
+func (f events) TraceEvent(_ context.Context, ev idem.Event)                      { f(ev) }

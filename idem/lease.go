@@ -12,13 +12,15 @@ import (
 
 // runLease is lease mode: claim (waiting if asked), run the work under a
 // heartbeat, settle.
-func (e *Engine) runLease(ctx context.Context, key, fp string, work Work) (Result, error) {
+func (e *Engine) runLease(ctx context.Context, r *run, work Work) (Result, error) {
+	key, fp := r.key, r.fp
 	tok := store.NewToken()
 	var deadline time.Time
 	if e.opts.wait > 0 {
 		deadline = time.Now().Add(e.opts.wait)
 	}
-	for attempt := 0; ; attempt++ {
+	wait := newBackoff(backoffFirst, waitMaxBackoff)
+	for {
 		sent := time.Now()
 		c, err := e.claim(ctx, e.s, key, fp, tok, OpClaim)
 		if err != nil {
@@ -27,7 +29,7 @@ func (e *Engine) runLease(ctx context.Context, key, fp string, work Work) (Resul
 			}
 			return Result{}, fmt.Errorf("idem: claim %q: %w: %w", e.show(key), ErrUnavailable, err)
 		}
-		o := e.interpret(c, fp)
+		o := r.interpret(c)
 		switch {
 		case o == store.Acquired:
 			if took := time.Since(sent); took >= e.opts.lease/2 {
@@ -43,8 +45,8 @@ func (e *Engine) runLease(ctx context.Context, key, fp string, work Work) (Resul
 					e.show(key), took.Round(time.Millisecond), e.opts.lease, ErrSlowClaim)
 			}
 			e.emit(ctx, Event{Kind: Acquired, Key: key})
-			return e.runHeld(ctx, key, fp, tok, sent, work)
-		case o == store.InProgress && e.opts.wait > 0 && e.waitStep(ctx, key, deadline, attempt):
+			return e.runHeld(ctx, r, tok, sent, work)
+		case o == store.InProgress && e.opts.wait > 0 && e.waitStep(ctx, key, deadline, &wait):
 			continue
 		case o == store.InProgress && ctx.Err() != nil:
 			return Result{Outcome: o, Record: c.Record}, fmt.Errorf("idem: wait for %q: %w", e.show(key), context.Cause(ctx))
@@ -55,7 +57,8 @@ func (e *Engine) runLease(ctx context.Context, key, fp string, work Work) (Resul
 
 // runHeld runs the work on a key held by tok since a claim sent at claimed,
 // then settles.
-func (e *Engine) runHeld(ctx context.Context, key, fp string, tok store.Token, claimed time.Time, work Work) (Result, error) {
+func (e *Engine) runHeld(ctx context.Context, r *run, tok store.Token, claimed time.Time, work Work) (Result, error) {
+	key, fp := r.key, r.fp
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	hb := e.startHeartbeat(ctx, key, fp, tok, claimed, cancel)
@@ -71,7 +74,10 @@ func (e *Engine) runHeld(ctx context.Context, key, fp string, tok store.Token, c
 			e.emit(ctx, Event{Kind: Released, Key: key, Reason: "panic"})
 		}
 	}()
+	r.workStart = time.Now()
 	v := work(wctx)
+	r.workEnd = time.Now()
+	r.verdict = v
 	returned = true
 	return e.settle(ctx, key, tok, hb, v)
 }
@@ -126,23 +132,18 @@ func (e *Engine) notRecorded(ctx context.Context, key string, res Result, v Verd
 	if errors.Is(err, store.ErrLeaseLost) {
 		res.Settle = SettleLeaseLost
 		e.emit(ctx, Event{Kind: LeaseLost, Key: key, Err: err, Status: v.status, Reason: "lost before the result was recorded"})
-		e.opts.logger.ErrorContext(ctx, "idem: lease lost before the result was recorded; the record is another claim's", "key", e.show(key), "err", err)
+		e.Logger().ErrorContext(ctx, "idem: lease lost before the result was recorded; the record is another claim's", "key", e.show(key), "err", err)
 		return res, fmt.Errorf("idem: complete %q: %w", e.show(key), err)
 	}
 	res.Settle = SettleFailed
-	e.opts.logger.ErrorContext(ctx, "idem: could not record the result before the lease ended; a retry after it runs the work again", "key", e.show(key), "err", err)
+	e.Logger().ErrorContext(ctx, "idem: could not record the result before the lease ended; a retry after it runs the work again", "key", e.show(key), "err", err)
 	return res, fmt.Errorf("idem: complete %q: %w: %w", e.show(key), ErrNotRecorded, err)
 }
 
-// Backoff of the Complete retries, and how many leases they may last while
+// settleLeases is how many leases the Complete retries may last while
 // renewals succeed but Complete keeps failing (a store that renews but
-// refuses the write): past that the caller gets ErrNotRecorded rather than
-// waiting forever.
-const (
-	settleFirstBackoff = 5 * time.Millisecond
-	settleMaxBackoff   = 500 * time.Millisecond
-	settleLeases       = 4
-)
+// refuses the write): past that the key is recorded without its response.
+const settleLeases = 4
 
 // complete records response, retrying with backoff while the heartbeat
 // holds the lease. It stops when the lease is lost to another claim
@@ -160,7 +161,7 @@ func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *
 		}
 	}()
 	bctx := context.WithoutCancel(ctx)
-	backoff := settleFirstBackoff
+	b := newBackoff(backoffFirst, min(settleMaxBackoff, e.opts.lease/8))
 	start := time.Now()
 	reclaims := 0
 	for {
@@ -205,7 +206,7 @@ func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *
 		if errors.Is(err, store.ErrInvalid) && !withoutResponse {
 			// The store refuses this response (too large for the backend):
 			// the effect happened, so record the key as done without it.
-			e.opts.logger.WarnContext(ctx, "idem: the store refused the response; recording the key without it", "key", e.show(key), "err", err)
+			e.Logger().WarnContext(ctx, "idem: the store refused the response; recording the key without it", "key", e.show(key), "err", err)
 			response, withoutResponse = notKeptMarker, true
 			continue
 		}
@@ -220,18 +221,17 @@ func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *
 			// refuses the response in a way it does not name. Letting the
 			// key lapse would run the work again; record it as done
 			// without the response, for as long again.
-			e.opts.logger.ErrorContext(ctx, "idem: Complete keeps failing while the lease is renewed; recording the key without its response", "key", e.show(key), "err", err)
+			e.Logger().ErrorContext(ctx, "idem: Complete keeps failing while the lease is renewed; recording the key without its response", "key", e.show(key), "err", err)
 			response, withoutResponse, start = notKeptMarker, true, time.Now()
 			continue
 		}
-		e.opts.logger.WarnContext(ctx, "idem: could not record the result; retrying while the lease holds", "key", e.show(key), "err", err)
-		t := time.NewTimer(backoff)
+		e.Logger().WarnContext(ctx, "idem: could not record the result; retrying while the lease holds", "key", e.show(key), "err", err)
+		t := time.NewTimer(b.next())
 		select {
 		case <-t.C:
 		case <-hb.lostCh:
 			t.Stop()
 		}
-		backoff = min(backoff*2, settleMaxBackoff, max(e.opts.lease/8, time.Millisecond))
 	}
 }
 
@@ -245,7 +245,7 @@ func (e *Engine) attemptTimeout() time.Duration { return max(e.opts.lease/4, tim
 func (e *Engine) release(ctx context.Context, key string, tok store.Token) error {
 	bctx := context.WithoutCancel(ctx)
 	var err error
-	backoff := settleFirstBackoff
+	b := newBackoff(backoffFirst, settleMaxBackoff)
 	for i := 0; i < 3; i++ {
 		actx, cancel := context.WithTimeout(bctx, e.attemptTimeout())
 		err = e.call(ctx, key, OpRelease, func() error { return e.s.Release(actx, key, tok) })
@@ -253,11 +253,10 @@ func (e *Engine) release(ctx context.Context, key string, tok store.Token) error
 		if err == nil || errors.Is(err, store.ErrInvalid) || i == 2 {
 			break
 		}
-		time.Sleep(backoff)
-		backoff *= 4
+		time.Sleep(b.next())
 	}
 	if err != nil {
-		e.opts.logger.ErrorContext(ctx, "idem: could not release the key; it stays claimed until its lease lapses", "key", e.show(key), "err", err)
+		e.Logger().ErrorContext(ctx, "idem: could not release the key; it stays claimed until its lease lapses", "key", e.show(key), "err", err)
 	}
 	return err
 }
@@ -336,6 +335,7 @@ func (hb *heartbeat) loop() {
 	hb.mu.Unlock()
 	t := time.NewTimer(next)
 	defer t.Stop()
+	retry := newBackoff(backoffFirst, lease/8)
 	for {
 		select {
 		case <-hb.quit:
@@ -356,6 +356,7 @@ func (hb *heartbeat) loop() {
 			hb.lapsed = false
 			hb.mu.Unlock()
 			e.emit(hb.ctx, Event{Kind: Renewed, Key: hb.key})
+			retry.reset(backoffFirst)
 			t.Reset(lease / 2)
 		case err == nil && c.Outcome == store.Completed && c.Record.Token == hb.tok:
 			return // settled: a Complete of ours went through
@@ -366,7 +367,7 @@ func (hb *heartbeat) loop() {
 			hb.mu.Unlock()
 			close(hb.lostCh)
 			e.emit(hb.ctx, Event{Kind: LeaseLost, Key: hb.key, Err: lost, Reason: "another claim holds the key"})
-			e.opts.logger.ErrorContext(hb.ctx, "idem: lease lost to another claim; cancelling the work", "key", e.show(hb.key))
+			e.Logger().ErrorContext(hb.ctx, "idem: lease lost to another claim; cancelling the work", "key", e.show(hb.key))
 			hb.cancel(store.ErrLeaseLost)
 			return
 		default:
@@ -382,12 +383,12 @@ func (hb *heartbeat) loop() {
 				// any moment: the work must stop. Renewal goes on, so that
 				// the result can still be recorded if nobody took the key.
 				e.emit(hb.ctx, Event{Kind: LeaseLost, Key: hb.key, Err: err, Reason: "renewals failed until the lease ran out"})
-				e.opts.logger.ErrorContext(hb.ctx, "idem: renewals failed until the lease ran out; cancelling the work", "key", e.show(hb.key), "err", err)
+				e.Logger().ErrorContext(hb.ctx, "idem: renewals failed until the lease ran out; cancelling the work", "key", e.show(hb.key), "err", err)
 				hb.cancel(store.ErrLeaseLost)
 			} else {
-				e.opts.logger.WarnContext(hb.ctx, "idem: lease renewal failed; retrying", "key", e.show(hb.key), "err", err)
+				e.Logger().WarnContext(hb.ctx, "idem: lease renewal failed; retrying", "key", e.show(hb.key), "err", err)
 			}
-			t.Reset(max(lease/8, time.Millisecond))
+			t.Reset(retry.next())
 		}
 	}
 }

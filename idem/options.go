@@ -18,30 +18,43 @@ const (
 	DefaultLease = 30 * time.Second
 	// DefaultRetention is how long a completed key is remembered.
 	DefaultRetention = 24 * time.Hour
+	// DefaultWait is how long a call that finds its key in progress waits
+	// for the other call to finish before it reports InProgress (HTTP 409,
+	// dedup.InFlight, ErrInProgress). It is the same on every store, in lease
+	// mode as in transactional mode: a duplicate of a request in flight waits
+	// for it and replays its result.
+	DefaultWait = 10 * time.Second
 	// MinLease is the shortest lease New accepts.
 	MinLease = time.Millisecond
+	// DefaultMaxResponse is the largest response (or Do result) kept, in
+	// bytes, unless a surface is told otherwise: see KeepUpTo.
+	DefaultMaxResponse = 1 << 20
 )
 
-// Option configures an Engine. An option given an invalid value makes New
-// fail; it is never silently replaced by a default.
+// Option configures an Engine. An option given an invalid value, or a nil
+// Option, makes New fail with an error matching store.ErrInvalid; a value is
+// never silently replaced by a default.
 type Option func(*options) error
 
 type options struct {
 	lease     time.Duration
 	retention time.Duration
 	wait      time.Duration
-	tx        bool
 	logger    *slog.Logger
-	observers []Observer
-	same      func(recorded, presented string) bool
+	tracers   []Tracer
 	redact    keyer.Redactor
 }
 
+// The default logger is slog.Default(), the process's own: what the engine
+// logs is what no result can tell its caller (a renewal that failed, a
+// result that could not be recorded, a commit whose outcome is unknown), and
+// such a line must not vanish unless the user says so (WithLogger with a
+// discarding logger).
 func defaults() options {
 	return options{
 		lease:     DefaultLease,
 		retention: DefaultRetention,
-		logger:    slog.New(slog.DiscardHandler),
+		wait:      DefaultWait,
 		redact:    keyer.DefaultRedactor(),
 	}
 }
@@ -54,7 +67,7 @@ func defaults() options {
 func WithLease(d time.Duration) Option {
 	return func(o *options) error {
 		if d < MinLease {
-			return fmt.Errorf("lease %v is shorter than %v", d, MinLease)
+			return fmt.Errorf("WithLease(%v): the lease must be at least %v", d, MinLease)
 		}
 		o.lease = d
 		return nil
@@ -66,79 +79,56 @@ func WithLease(d time.Duration) Option {
 func WithRetention(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {
-			return fmt.Errorf("retention %v is not positive", d)
+			return fmt.Errorf("WithRetention(%v): the retention must be positive", d)
 		}
 		o.retention = d
 		return nil
 	}
 }
 
-// WithWait makes a call that finds its key in progress poll for up to d
-// (with bounded backoff, 5 ms doubling to 100 ms) for the other call to
-// finish, then replay its result, or run the work itself if the other call
-// released the key. The default, 0, reports InProgress at once. The wait
-// ends early when the caller's context ends. d must not be negative.
+// WithWait sets how long a call that finds its key in progress waits for
+// the other call to finish (default DefaultWait): it polls with the engine's
+// backoff (5 ms doubling to 100 ms), then replays the other call's result, or
+// runs the work itself if the other call released the key. When the wait
+// is over the call reports InProgress. WithWait(0) reports InProgress at
+// once. The wait ends early when the caller's context ends. d must not be
+// negative.
 func WithWait(d time.Duration) Option {
 	return func(o *options) error {
 		if d < 0 {
-			return fmt.Errorf("wait %v is negative", d)
+			return fmt.Errorf("WithWait(%v): the wait must not be negative (0 reports in-progress keys at once)", d)
 		}
 		o.wait = d
 		return nil
 	}
 }
 
-// WithTransactions runs claim, work and Complete in one transaction of the
-// store, which must implement store.Transactor (New fails otherwise). The
-// work's context carries the transaction (sqlite.TxFrom, postgres.TxFrom),
-// and everything it writes through it commits with the key and the stored
-// response, or rolls back with them. Choose it only when the work's effect
-// is a write to that same database: the transaction is held open for the
-// whole work (on SQLite, the database's one write lock).
-func WithTransactions() Option {
-	return func(o *options) error {
-		o.tx = true
-		return nil
-	}
-}
-
 // WithLogger sets the logger for what the caller cannot see in a result:
-// failed renewals, retried completions, lost leases (default: discard).
-// Lines carry the key redacted, under "key" (see WithKeyRedactor).
+// failed renewals, retried completions, lost leases, unknown commits
+// (default slog.Default(), read when the engine logs). Every surface built
+// on the engine (httpidem, dedup, grpcidem, Do) logs through it. Lines carry
+// the key redacted, under "key" (see WithKeyRedactor). Pass
+// slog.New(slog.DiscardHandler) to log nothing.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) error {
 		if l == nil {
-			return fmt.Errorf("nil logger")
+			return fmt.Errorf("WithLogger(nil): pass a logger, or slog.New(slog.DiscardHandler) to log nothing")
 		}
 		o.logger = l
 		return nil
 	}
 }
 
-// WithObserver adds an Observer that receives every Event of the engine.
-// Several observers may be added; they are called in order.
-func WithObserver(obs Observer) Option {
+// WithTracer adds a Tracer: it sees the start and the end of every run of
+// every surface (HTTP requests, messages, Do and gRPC calls alike), and, if
+// it implements EventTracer, every event in between. Several tracers may be
+// added; they are called in the order given, as MultiTracer calls them.
+func WithTracer(t Tracer) Option {
 	return func(o *options) error {
-		if obs == nil {
-			return fmt.Errorf("nil observer")
+		if t == nil {
+			return fmt.Errorf("WithTracer(nil): pass a Tracer")
 		}
-		o.observers = append(o.observers, obs)
-		return nil
-	}
-}
-
-// WithSameRequest sets a function that decides whether a claim reported as
-// store.Mismatch is nevertheless the same request: same(recorded, presented)
-// gets the record's fingerprint and the call's. It is for fingerprints that
-// cannot be compared (two versions of a fingerprint algorithm); such a claim
-// is then taken as what the record's state says (Completed or InProgress).
-// Default: a mismatch is a mismatch.
-func WithSameRequest(same func(recorded, presented string) bool) Option {
-	return func(o *options) error {
-		if same == nil {
-			return fmt.Errorf("nil function")
-		}
-		o.same = same
+		o.tracers = append(o.tracers, t)
 		return nil
 	}
 }
@@ -146,7 +136,7 @@ func WithSameRequest(same func(recorded, presented string) bool) Option {
 // checkStore is shared by New and its callers.
 func checkStore(s store.Store) error {
 	if s == nil {
-		return fmt.Errorf("%w: nil store", store.ErrInvalid)
+		return fmt.Errorf("nil store: %w", store.ErrInvalid)
 	}
 	return nil
 }

@@ -33,8 +33,13 @@ func ExampleWithKeyRedactor() {
 	}
 	_, err = idem.Do(ctx, e, "order-1", pay, idem.WithScope("tenant-acme"), idem.WithFingerprint("amount=9999"))
 	fmt.Println(err)
-	fmt.Println(err.Error() == `idem: do "`+red(idem.DoKey("order-1", "tenant-acme"))+`": idem: key used with a different fingerprint`)
+	fmt.Println(err.Error() == `idem: do "`+red(doKey("order-1", "tenant-acme"))+`": idem: key used with a different fingerprint`)
 	// Output:
-	// idem: do "hmac:528fdc4f2b993d46ec97945a47f388d5": idem: key used with a different fingerprint
+	// idem: do "hmac:76923faef90698ff90ec795f59463e8f": idem: key used with a different fingerprint
 	// true
+}
+
+func doKey(key string, scope ...string) string {
+	k, _ := idem.DoKey(key, scope...)
+	return k
 }

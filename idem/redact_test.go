@@ -66,7 +66,7 @@ func runScript(t *testing.T, opts ...idem.Option) scripted {
 	logger := slog.New(slog.NewJSONHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var evMu sync.Mutex
 	obs := func(ev idem.Event) { evMu.Lock(); out.events = append(out.events, ev); evMu.Unlock() }
-	e := newEngine(t, q, append([]idem.Option{idem.WithLease(200 * time.Millisecond), idem.WithLogger(logger), idem.WithObserver(obs)}, opts...)...)
+	e := newEngine(t, q, append([]idem.Option{idem.WithLease(200 * time.Millisecond), idem.WithWait(0), idem.WithLogger(logger), idem.WithTracer(events(obs))}, opts...)...)
 	ctx := t.Context()
 	note := func(err error) {
 		if err != nil {
@@ -235,8 +235,8 @@ func TestKeysRedactedInTransactionalMode(t *testing.T) {
 				var mu sync.Mutex
 				logger := slog.New(slog.NewJSONHandler(lockedWriter{&mu, &buf}, nil))
 				e := newEngine(t, quotingTx{Store: b.s, tx: b.s.(store.Transactor), key: k},
-					append([]idem.Option{idem.WithTransactions(), idem.WithLogger(logger)}, tc.opts...)...)
-				res, err := e.Run(t.Context(), k, "", func(context.Context) idem.Verdict { return idem.Keep([]byte("maybe")) })
+					append([]idem.Option{idem.WithLogger(logger)}, tc.opts...)...)
+				res, err := e.Run(t.Context(), k, "", func(context.Context) idem.Verdict { return idem.Keep([]byte("maybe")) }, idem.InTx())
 				require.ErrorIs(t, err, idem.ErrNotRecorded)
 				require.Equal(t, idem.SettleUnknown, res.Settle)
 				mu.Lock()

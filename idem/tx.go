@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/idemkit/idemkit/store"
@@ -28,19 +29,29 @@ type txRun struct {
 // ends. The slow-claim rule does not apply here: a claim may wait for that
 // row, and the transaction keeps everyone else out of the key; the lease is
 // renewed once before Complete when the work ran past half of it.
-func (e *Engine) runTx(ctx context.Context, key, fp string, work Work) (Result, error) {
+//
+// The transaction runs on a context detached from the caller's: a caller
+// that goes away while the claim waits ends the transaction, one that goes
+// away while the work runs cancels the work's context (as in lease mode),
+// and one that goes away after the work returned changes nothing: Complete
+// and the commit go on, bounded by the lease.
+func (e *Engine) runTx(ctx context.Context, r *run, work Work) (Result, error) {
+	key := r.key
 	tok := store.NewToken()
 	var deadline time.Time
 	if e.opts.wait > 0 {
 		deadline = time.Now().Add(e.opts.wait)
 	}
-	for attempt := 0; ; attempt++ {
+	wait := newBackoff(backoffFirst, waitMaxBackoff)
+	for {
 		var run txRun
+		d := e.detach(ctx)
 		err := e.call(ctx, key, OpTx, func() error {
-			return e.tx.InTx(ctx, func(ctx context.Context, s store.Store) error {
-				return e.inTx(ctx, s, key, fp, tok, work, &run)
+			return e.tx.InTx(d.ctx, func(tctx context.Context, s store.Store) error {
+				return e.inTx(tctx, d, s, r, tok, work, &run)
 			})
 		})
+		d.stop()
 		if !run.ran {
 			if run.claimErr != nil || err != nil {
 				if err == nil {
@@ -52,7 +63,7 @@ func (e *Engine) runTx(ctx context.Context, key, fp string, work Work) (Result, 
 				return Result{}, fmt.Errorf("idem: claim %q: %w: %w", e.show(key), ErrUnavailable, err)
 			}
 			switch {
-			case run.outcome == store.InProgress && e.opts.wait > 0 && e.waitStep(ctx, key, deadline, attempt):
+			case run.outcome == store.InProgress && e.opts.wait > 0 && e.waitStep(ctx, key, deadline, &wait):
 				continue
 			case run.outcome == store.InProgress && ctx.Err() != nil:
 				return Result{Outcome: run.outcome, Record: run.claim.Record}, fmt.Errorf("idem: wait for %q: %w", e.show(key), context.Cause(ctx))
@@ -63,14 +74,86 @@ func (e *Engine) runTx(ctx context.Context, key, fp string, work Work) (Result, 
 	}
 }
 
-func (e *Engine) inTx(ctx context.Context, s store.Store, key, fp string, tok store.Token, work Work, run *txRun) error {
+// detached is the context a transaction runs on: the caller's values,
+// not its cancellation, except while the claim waits (then the caller's
+// end ends the transaction) and while the work runs (then it cancels the
+// work's context only). After the work returned, the transaction has the
+// lease to commit.
+type detached struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex
+	phase    int // 0 claiming, 1 working, 2 settling
+	work     context.CancelCauseFunc
+	stopCall func() bool
+	timer    *time.Timer
+}
+
+var errSettleTimeout = errors.New("idem: the transaction did not commit within the lease after the work")
+
+func (e *Engine) detach(caller context.Context) *detached {
+	d := &detached{}
+	d.ctx, d.cancel = context.WithCancelCause(context.WithoutCancel(caller))
+	d.stopCall = context.AfterFunc(caller, func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		switch d.phase {
+		case 0:
+			d.cancel(context.Cause(caller))
+		case 1:
+			d.work(context.Cause(caller))
+		}
+	})
+	return d
+}
+
+// working derives the work's context from the transaction's.
+func (d *detached) working(tctx context.Context, caller context.Context) (context.Context, context.CancelCauseFunc) {
+	wctx, cancel := context.WithCancelCause(tctx)
+	d.mu.Lock()
+	d.phase, d.work = 1, cancel
+	d.mu.Unlock()
+	if caller.Err() != nil {
+		cancel(context.Cause(caller))
+	}
+	return wctx, cancel
+}
+
+// settling ends the caller's hold on the transaction: from now on it has
+// bound to commit.
+func (d *detached) settling(bound time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.phase == 2 {
+		return
+	}
+	d.phase = 2
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+	d.timer = time.AfterFunc(bound, func() { d.cancel(errSettleTimeout) })
+}
+
+func (d *detached) stop() {
+	d.stopCall()
+	d.mu.Lock()
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+	d.mu.Unlock()
+	d.cancel(nil)
+}
+
+func (e *Engine) inTx(ctx context.Context, d *detached, s store.Store, r *run, tok store.Token, work Work, run *txRun) error {
+	key, fp := r.key, r.fp
 	*run = txRun{} // InTx may call fn again after a retryable failure
 	c, err := e.claim(ctx, s, key, fp, tok, OpClaim)
 	if err != nil {
 		run.claimErr = err
 		return err
 	}
-	run.claim, run.outcome = c, e.interpret(c, fp)
+	run.claim, run.outcome = c, r.interpret(c)
 	if run.outcome != store.Acquired {
 		return nil // nothing written: the commit is a no-op
 	}
@@ -82,7 +165,13 @@ func (e *Engine) inTx(ctx context.Context, s store.Store, key, fp string, tok st
 			e.emit(ctx, Event{Kind: Released, Key: key, Reason: "panic; transaction rolled back"})
 		}
 	}()
-	run.verdict = work(ctx)
+	wctx, cancel := d.working(ctx, r.caller)
+	r.workStart = time.Now()
+	run.verdict = work(wctx)
+	r.workEnd = time.Now()
+	cancel(nil)
+	d.settling(e.opts.lease)
+	r.verdict = run.verdict
 	run.returned = true
 	if k := run.verdict.kindOrKeep(); k != keep {
 		return errRollback
@@ -149,7 +238,7 @@ func (e *Engine) afterTx(ctx context.Context, key string, run *txRun, err error)
 		// true.
 		res.Settle = SettleUnknown
 		e.emit(ctx, Event{Kind: Unknown, Key: key, Status: v.status, Err: err})
-		e.opts.logger.ErrorContext(ctx, "idem: transaction failed after the work ran; not committed, or its outcome is unknown", "key", e.show(key), "err", err)
+		e.Logger().ErrorContext(ctx, "idem: transaction failed after the work ran; not committed, or its outcome is unknown", "key", e.show(key), "err", err)
 		return res, fmt.Errorf("idem: commit %q: %w: %w", e.show(key), ErrNotRecorded, err)
 	}
 }

@@ -26,18 +26,18 @@ func forEachTx(t *testing.T, test func(t *testing.T, b txBackend)) {
 
 func TestTxKeepCommits(t *testing.T) {
 	forEachTx(t, func(t *testing.T, b txBackend) {
-		e := newEngine(t, b.s, idem.WithTransactions())
-		require.True(t, e.Transactional())
+		e := newEngine(t, b.s)
+		require.True(t, e.CanTransact())
 		k := key(t)
 		res, err := e.Run(t.Context(), k, "", func(ctx context.Context) idem.Verdict {
 			if err := b.apply(ctx, k); err != nil {
 				return idem.Discard(err.Error())
 			}
 			return idem.Keep([]byte("paid"))
-		})
+		}, idem.InTx())
 		require.NoError(t, err)
 		assert.Equal(t, idem.SettleCompleted, res.Settle)
-		res, err = e.Run(t.Context(), k, "", func(ctx context.Context) idem.Verdict { t.Error("ran twice"); return idem.Keep(nil) })
+		res, err = e.Run(t.Context(), k, "", func(ctx context.Context) idem.Verdict { t.Error("ran twice"); return idem.Keep(nil) }, idem.InTx())
 		require.NoError(t, err)
 		assert.Equal(t, "paid", string(res.Record.Response))
 		assert.Equal(t, 1, b.count(t, k))
@@ -46,12 +46,12 @@ func TestTxKeepCommits(t *testing.T) {
 
 func TestTxDiscardRollsBack(t *testing.T) {
 	forEachTx(t, func(t *testing.T, b txBackend) {
-		e := newEngine(t, b.s, idem.WithTransactions())
+		e := newEngine(t, b.s)
 		k := key(t)
 		res, err := e.Run(t.Context(), k, "", func(ctx context.Context) idem.Verdict {
 			require.NoError(t, b.apply(ctx, k))
 			return idem.Discard("declined")
-		})
+		}, idem.InTx())
 		require.NoError(t, err)
 		assert.Equal(t, idem.SettleReleased, res.Settle)
 		assert.Zero(t, b.count(t, k), "the effect rolled back with the key")
@@ -62,12 +62,12 @@ func TestTxDiscardRollsBack(t *testing.T) {
 
 func TestTxNotKeptRollsBack(t *testing.T) {
 	forEachTx(t, func(t *testing.T, b txBackend) {
-		e := newEngine(t, b.s, idem.WithTransactions())
+		e := newEngine(t, b.s)
 		k := key(t)
 		res, err := e.Run(t.Context(), k, "", func(ctx context.Context) idem.Verdict {
 			require.NoError(t, b.apply(ctx, k))
 			return idem.KeepWithoutResponse("too large")
-		})
+		}, idem.InTx())
 		require.NoError(t, err)
 		assert.Equal(t, idem.SettleReleased, res.Settle)
 		assert.Zero(t, b.count(t, k))
@@ -76,13 +76,13 @@ func TestTxNotKeptRollsBack(t *testing.T) {
 
 func TestTxPanicRollsBack(t *testing.T) {
 	forEachTx(t, func(t *testing.T, b txBackend) {
-		e := newEngine(t, b.s, idem.WithTransactions())
+		e := newEngine(t, b.s)
 		k := key(t)
 		require.PanicsWithValue(t, "boom", func() {
 			_, _ = e.Run(t.Context(), k, "", func(ctx context.Context) idem.Verdict {
 				require.NoError(t, b.apply(ctx, k))
 				panic("boom")
-			})
+			}, idem.InTx())
 		})
 		assert.Zero(t, b.count(t, k))
 		_, err := b.s.Get(t.Context(), k)
@@ -94,13 +94,13 @@ func TestTxRenewsBeforeComplete(t *testing.T) {
 	forEachTx(t, func(t *testing.T, b txBackend) {
 		const lease = 200 * time.Millisecond
 		var rec recorder
-		e := newEngine(t, b.s, idem.WithTransactions(), idem.WithLease(lease), idem.WithObserver(rec.observe))
+		e := newEngine(t, b.s, idem.WithLease(lease), idem.WithTracer(events(rec.observe)))
 		k := key(t)
 		res, err := e.Run(t.Context(), k, "", func(ctx context.Context) idem.Verdict {
 			time.Sleep(lease + 50*time.Millisecond) // past the lease: the real clock is the subject
 			require.NoError(t, b.apply(ctx, k))
 			return idem.Keep([]byte("slow"))
-		})
+		}, idem.InTx())
 		require.NoError(t, err)
 		assert.Equal(t, idem.SettleCompleted, res.Settle)
 		assert.Equal(t, 1, rec.count(idem.Renewed))
@@ -128,12 +128,12 @@ func (f failingTx) InTx(ctx context.Context, fn func(ctx context.Context, s stor
 
 func TestTxCommitFails(t *testing.T) {
 	forEachTx(t, func(t *testing.T, b txBackend) {
-		e := newEngine(t, failingTx{Store: b.s, tx: b.s.(store.Transactor)}, idem.WithTransactions())
+		e := newEngine(t, failingTx{Store: b.s, tx: b.s.(store.Transactor)})
 		k := key(t)
 		res, err := e.Run(t.Context(), k, "", func(ctx context.Context) idem.Verdict {
 			require.NoError(t, b.apply(ctx, k))
 			return idem.Keep([]byte("maybe"))
-		})
+		}, idem.InTx())
 		require.ErrorIs(t, err, idem.ErrNotRecorded)
 		require.ErrorIs(t, err, errCommit)
 		assert.Equal(t, idem.SettleUnknown, res.Settle)
@@ -142,7 +142,7 @@ func TestTxCommitFails(t *testing.T) {
 
 func TestTxConcurrentOnce(t *testing.T) {
 	forEachTx(t, func(t *testing.T, b txBackend) {
-		e := newEngine(t, b.s, idem.WithTransactions(), idem.WithWait(10*time.Second))
+		e := newEngine(t, b.s, idem.WithWait(10*time.Second))
 		k := key(t)
 		var runs atomic.Int32
 		var wg sync.WaitGroup
@@ -154,7 +154,7 @@ func TestTxConcurrentOnce(t *testing.T) {
 						return idem.Discard(err.Error())
 					}
 					return idem.Keep([]byte("once"))
-				})
+				}, idem.InTx())
 				assert.NoError(t, err)
 				assert.Contains(t, []store.Outcome{store.Acquired, store.Completed}, res.Outcome)
 			})
@@ -171,12 +171,12 @@ func TestTxCompleteAfterLapseReclaims(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	require.NoError(t, s.Migrate(t.Context()))
-	e := newEngine(t, s, idem.WithTransactions(), idem.WithLease(time.Second))
+	e := newEngine(t, s, idem.WithLease(time.Second))
 	k := key(t)
 	res, err := e.Run(t.Context(), k, "", func(ctx context.Context) idem.Verdict {
 		clock.Advance(time.Hour) // the lease lapses by the store's clock
 		return idem.Keep([]byte("late but alone"))
-	})
+	}, idem.InTx())
 	require.NoError(t, err)
 	assert.Equal(t, idem.SettleCompleted, res.Settle)
 	r, err := s.Get(t.Context(), k)

@@ -1,5 +1,7 @@
 package idem
 
+import "strconv"
+
 // verdictKind is what the work says about its effect.
 type verdictKind uint8
 
@@ -60,3 +62,17 @@ var notKeptMarker = []byte("\x00idem:response-not-kept")
 
 // isNotKept reports whether a recorded response is the not-kept marker.
 func isNotKept(resp []byte) bool { return string(resp) == string(notKeptMarker) }
+
+// KeepUpTo is the one rule every surface uses to decide what is too large
+// to keep: a result of size bytes up to limit is kept (Keep with the bytes
+// response returns, called only then); a larger one is recorded as done
+// without it (KeepWithoutResponse), so a retry is told the work was done
+// and never runs it again. httpidem (WithMaxResponse), grpcidem
+// (WithMaxResponse) and Do (WithMaxResult) all decide through it; a limit
+// of 0 or less keeps nothing.
+func KeepUpTo(limit, size int, response func() []byte) Verdict {
+	if size > limit {
+		return KeepWithoutResponse("response of " + strconv.Itoa(size) + " bytes is over the " + strconv.Itoa(limit) + "-byte limit")
+	}
+	return Keep(response())
+}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idemclient"
 	"github.com/idemkit/idemkit/store/memory"
 )
@@ -40,7 +41,12 @@ func Example() {
 			next.ServeHTTP(w, r)
 		})
 	}
-	mw, err := httpidem.New(st)
+	e, err := idem.New(st)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	mw, err := httpidem.New(e)
 	if err != nil {
 		fmt.Println(err)
 		return

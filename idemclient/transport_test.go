@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/faultproxy"
 	"github.com/idemkit/idemkit/store/memory"
 )
@@ -62,13 +63,17 @@ func (l *ledger) count(ref string) int {
 	return l.charges[ref]
 }
 
-// idemServer serves h behind httpidem on a fresh memory store.
-func idemServer(t *testing.T, h http.Handler, opts ...httpidem.Option) *httptest.Server {
+// idemServer serves h behind httpidem on a fresh memory store, with an
+// engine that answers a key in flight with 409 at once (opts are the
+// engine's).
+func idemServer(t *testing.T, h http.Handler, opts ...idem.Option) *httptest.Server {
 	t.Helper()
 	st, err := memory.New()
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
-	mw, err := httpidem.New(st, opts...)
+	e, err := idem.New(st, append([]idem.Option{idem.WithWait(0)}, opts...)...)
+	require.NoError(t, err)
+	mw, err := httpidem.New(e)
 	require.NoError(t, err)
 	srv := httptest.NewServer(mw(h))
 	t.Cleanup(srv.Close)
@@ -155,7 +160,7 @@ func TestInFlightConflictWaitsRetryAfter(t *testing.T) {
 		close(entered)
 		<-release
 	}
-	srv := idemServer(t, l, httpidem.WithLease(2*time.Second))
+	srv := idemServer(t, l, idem.WithLease(2*time.Second))
 	tr, f := newFast()
 	c := &http.Client{Transport: tr}
 	ctx := WithKey(t.Context(), "order-42")
@@ -186,8 +191,8 @@ func TestInFlightConflictWaitsRetryAfter(t *testing.T) {
 	assert.Equal(t, 1, l.count("order-42"))
 	waits := f.all()
 	require.Len(t, waits, 1)
-	// httpidem's Retry-After is the lease's remaining time, rounded up to
-	// whole seconds: 2 here (1 on a machine that stalled for a second).
+	// httpidem's Retry-After is a short hint, at most 2 s (the lease's
+	// remaining time, rounded up: 2 here, 1 on a machine that stalled).
 	assert.GreaterOrEqual(t, waits[0], time.Second)
 	assert.Less(t, waits[0], 2300*time.Millisecond)
 	assert.Contains(t, got, `"id":1`)

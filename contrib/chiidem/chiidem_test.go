@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -32,13 +31,10 @@ var modes = frameworktest.Modes
 
 func server(t *testing.T, m mode, st store.Store, p *payments) *httptest.Server {
 	t.Helper()
-	mw, err := httpidem.New(st, append([]httpidem.Option{
-		httpidem.WithWait(10 * time.Second),
+	mw := frameworktest.Middleware(t, m, st,
 		httpidem.WithScope(func(r *http.Request) ([]string, error) {
 			return []string{r.Header.Get("X-User")}, nil
-		}),
-	}, m.Opts...)...)
-	require.NoError(t, err)
+		}))
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
 	r.With(mw).Post("/accounts/{account}/payments", func(w http.ResponseWriter, r *http.Request) {

@@ -2,7 +2,14 @@
 // chi routers. It has no code: chi takes func(http.Handler) http.Handler
 // middleware as it is, so httpidem plugs in directly,
 //
-//	mw, err := httpidem.New(st, httpidem.WithScope(userOf))
+//	e, err := idem.New(st) // lease, wait, logger, tracer: set once
+//	if err != nil {
+//		return err
+//	}
+//	mw, err := httpidem.New(e, httpidem.WithScope(userOf))
+//	if err != nil {
+//		return err
+//	}
 //	r := chi.NewRouter()
 //	r.With(mw).Post("/accounts/{id}/payments", createPayment)
 //

@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/store/memory"
 )
 
@@ -19,7 +20,12 @@ func Example() {
 		return
 	}
 	defer st.Close()
-	mw, err := httpidem.New(st, httpidem.WithScope(func(r *http.Request) ([]string, error) {
+	e, err := idem.New(st)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	mw, err := httpidem.New(e, httpidem.WithScope(func(r *http.Request) ([]string, error) {
 		return []string{r.Header.Get("X-User")}, nil // your authenticated user
 	}))
 	if err != nil {

@@ -2,7 +2,14 @@
 // (v4) handlers, so a POST retried with the same Idempotency-Key runs once
 // and every retry gets the first response back.
 //
-//	mw := httpidem.New(st, httpidem.WithScope(userOf))
+//	e, err := idem.New(st) // lease, wait, logger, tracer: set once
+//	if err != nil {
+//		return err
+//	}
+//	mw, err := httpidem.New(e, httpidem.WithScope(userOf))
+//	if err != nil {
+//		return err
+//	}
 //	e := echo.New()
 //	e.POST("/payments", createPayment, echoidem.Middleware(mw))
 //

@@ -7,14 +7,13 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/contrib/echoidem"
-	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/frameworktest"
 	"github.com/idemkit/idemkit/store"
 )
@@ -34,10 +33,9 @@ type payReq struct {
 }
 
 // server is an echo app with POST /payments behind echoidem.
-func server(t *testing.T, m mode, st store.Store, p *payments, opts ...httpidem.Option) *httptest.Server {
+func server(t *testing.T, m mode, st store.Store, p *payments, opts ...any) *httptest.Server {
 	t.Helper()
-	mw0, err := httpidem.New(st, append(opts, m.Opts...)...)
-	require.NoError(t, err)
+	mw0 := frameworktest.Middleware(t, m, st, opts...)
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	mw := echoidem.Middleware(mw0)
@@ -75,7 +73,7 @@ func TestTenParallelOnePayment(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.Name, func(t *testing.T) {
 			st, p := m.Open(t)
-			srv := server(t, m, st, p, httpidem.WithWait(10*time.Second))
+			srv := server(t, m, st, p)
 			key := rand.Text()
 			results := make([]result, 10)
 			var wg sync.WaitGroup
@@ -104,13 +102,13 @@ func TestTenParallelOnePayment(t *testing.T) {
 	}
 }
 
-// TestConflictThenReplay: without WithWait, lease mode answers duplicates
-// in flight 409 with Retry-After; after the first finishes they replay.
+// TestConflictThenReplay: with idem.WithWait(0), duplicates in flight get
+// 409 with a short Retry-After; after the first finishes they replay.
 func TestConflictThenReplay(t *testing.T) {
 	m := modes[0]
 	st, p := m.Open(t)
 	p.In, p.Hold = make(chan struct{}, 1), make(chan struct{})
-	srv := server(t, m, st, p)
+	srv := server(t, m, st, p, idem.WithWait(0))
 	key := rand.Text()
 	first := make(chan result, 1)
 	go func() { first <- post(t, srv.URL+"/payments", key, `{"amount":7}`) }()

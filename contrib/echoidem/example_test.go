@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemkit/idemkit/contrib/echoidem"
 	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/store/memory"
 )
 
@@ -20,7 +21,12 @@ func Example() {
 		return
 	}
 	defer st.Close()
-	mw, err := httpidem.New(st, httpidem.WithScope(func(r *http.Request) ([]string, error) {
+	eng, err := idem.New(st)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	mw, err := httpidem.New(eng, httpidem.WithScope(func(r *http.Request) ([]string, error) {
 		return []string{r.Header.Get("X-User")}, nil // your authenticated user
 	}))
 	if err != nil {

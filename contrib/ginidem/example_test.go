@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemkit/idemkit/contrib/ginidem"
 	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/store/memory"
 )
 
@@ -21,7 +22,12 @@ func Example() {
 		return
 	}
 	defer st.Close()
-	mw, err := httpidem.New(st, httpidem.WithScope(func(r *http.Request) ([]string, error) {
+	e, err := idem.New(st)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	mw, err := httpidem.New(e, httpidem.WithScope(func(r *http.Request) ([]string, error) {
 		return []string{r.Header.Get("X-User")}, nil // your authenticated user
 	}))
 	if err != nil {

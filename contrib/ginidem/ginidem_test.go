@@ -6,14 +6,13 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/contrib/ginidem"
-	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/frameworktest"
 	"github.com/idemkit/idemkit/store"
 )
@@ -31,10 +30,9 @@ type (
 var modes = frameworktest.Modes
 
 // server is a gin engine with POST /payments behind ginidem.
-func server(t *testing.T, m mode, st store.Store, p *payments, opts ...httpidem.Option) (*httptest.Server, *int) {
+func server(t *testing.T, m mode, st store.Store, p *payments, opts ...any) (*httptest.Server, *int) {
 	t.Helper()
-	mw, err := httpidem.New(st, append(opts, m.Opts...)...)
-	require.NoError(t, err)
+	mw := frameworktest.Middleware(t, m, st, opts...)
 	after := 0 // handlers after the middleware that ran
 	r := gin.New()
 	r.POST("/payments", ginidem.Middleware(mw), func(c *gin.Context) {
@@ -78,7 +76,7 @@ func TestTenParallelOnePayment(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.Name, func(t *testing.T) {
 			st, p := m.Open(t)
-			srv, after := server(t, m, st, p, httpidem.WithWait(10*time.Second))
+			srv, after := server(t, m, st, p)
 			key := rand.Text()
 			results := make([]result, 10)
 			var wg sync.WaitGroup
@@ -109,13 +107,13 @@ func TestTenParallelOnePayment(t *testing.T) {
 	}
 }
 
-// TestConflictThenReplay: without WithWait, lease mode answers duplicates
-// in flight 409 with Retry-After; after the first finishes they replay.
+// TestConflictThenReplay: with idem.WithWait(0), duplicates in flight get
+// 409 with a short Retry-After; after the first finishes they replay.
 func TestConflictThenReplay(t *testing.T) {
 	m := modes[0]
 	st, p := m.Open(t)
 	p.In, p.Hold = make(chan struct{}, 1), make(chan struct{})
-	srv, _ := server(t, m, st, p)
+	srv, _ := server(t, m, st, p, idem.WithWait(0))
 	key := rand.Text()
 	first := make(chan result, 1)
 	go func() { first <- post(t, srv.URL+"/payments", key, `{"amount":7}`) }()
@@ -180,8 +178,7 @@ func TestOuterMiddlewareSeesStatus(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.Name, func(t *testing.T) {
 			st, p := m.Open(t)
-			mw, err := httpidem.New(st, m.Opts...)
-			require.NoError(t, err)
+			mw := frameworktest.Middleware(t, m, st)
 			var mu sync.Mutex
 			var seen []int
 			r := gin.New()

@@ -126,23 +126,33 @@ func WithResponseType(fullMethod string, resp proto.Message) ServerOption {
 	}
 }
 
-// WithLogger sets the logger for failures the caller sees only as a status
-// (default slog.Default()).
-func WithLogger(l *slog.Logger) ServerOption {
+// WithTransactions runs each call in transactional mode (idem.InTx): the
+// engine's store must be a store.Transactor (the interceptor fails to build
+// otherwise), and the handler finds the transaction in its context
+// (sqlite.TxFrom, postgres.Querier, ...). WithTransactionsIfSupported does so
+// only when the store has transactions, and runs lease mode otherwise.
+func WithTransactions() ServerOption {
 	return func(s *server) error {
-		if l == nil {
-			return errors.New("nil logger")
+		if !s.e.CanTransact() {
+			return fmt.Errorf("WithTransactions needs a store.Transactor, and %T is not one (WithTransactionsIfSupported runs lease mode on it)", s.e.Store())
 		}
-		s.logger = l
+		s.tx = true
 		return nil
 	}
 }
 
-// DefaultMaxResponse is the default WithMaxResponse, in bytes.
-const DefaultMaxResponse = 1 << 20
+// WithTransactionsIfSupported is WithTransactions when the engine's store
+// is a store.Transactor, and lease mode otherwise.
+func WithTransactionsIfSupported() ServerOption {
+	return func(s *server) error {
+		s.tx = s.e.CanTransact()
+		return nil
+	}
+}
 
 // WithMaxResponse sets the largest encoded response (or error status) kept
-// for replay, in bytes (default 1 MiB). A larger one is still returned to
+// for replay, in bytes (default idem.DefaultMaxResponse, 1 MiB; the rule is
+// idem.KeepUpTo's). A larger one is still returned to
 // the caller, and the key recorded as done without it: a retry gets
 // AlreadyExists instead of a second run. In transactional mode the
 // transaction is rolled back instead and the caller gets Internal (an
@@ -193,7 +203,9 @@ type server struct {
 	scope  func(context.Context) ([]string, error)
 	policy func(string) Policy
 	keep   func(codes.Code) bool
-	logger *slog.Logger
+	logger *slog.Logger // the engine's
+	tx     bool
+	run    []idem.RunOption
 	types  sync.Map // full method → protoreflect.MessageType
 	now    func() time.Time
 
@@ -209,7 +221,7 @@ func UnaryServerInterceptor(e *idem.Engine, opts ...ServerOption) (grpc.UnarySer
 	if e == nil {
 		return nil, fmt.Errorf("grpcidem: new server interceptor: %w: nil engine", ErrInvalid)
 	}
-	s := &server{e: e, policy: func(string) Policy { return Required }, keep: DefaultKeep, logger: slog.Default(), now: time.Now, retryDelay: DefaultRetryDelay, maxResponse: DefaultMaxResponse}
+	s := &server{e: e, policy: func(string) Policy { return Required }, keep: DefaultKeep, logger: e.Logger(), now: time.Now, retryDelay: DefaultRetryDelay, maxResponse: idem.DefaultMaxResponse}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("grpcidem: new server interceptor: %w: nil option", ErrInvalid)
@@ -217,6 +229,9 @@ func UnaryServerInterceptor(e *idem.Engine, opts ...ServerOption) (grpc.UnarySer
 		if err := o(s); err != nil {
 			return nil, fmt.Errorf("grpcidem: new server interceptor: %w: %w", ErrInvalid, err)
 		}
+	}
+	if s.tx {
+		s.run = []idem.RunOption{idem.InTx()}
 	}
 	return s.intercept, nil
 }
@@ -307,11 +322,8 @@ func (s *server) settle(v *verdict) idem.Verdict {
 }
 
 func (s *server) keepBounded(v *verdict, b []byte) idem.Verdict {
-	if len(b) > s.maxResponse {
-		v.tooLarge = true
-		return idem.KeepWithoutResponse(fmt.Sprintf("response of %d bytes is over the %d-byte limit", len(b), s.maxResponse))
-	}
-	return idem.Keep(b)
+	v.tooLarge = len(b) > s.maxResponse
+	return idem.KeepUpTo(s.maxResponse, len(b), func() []byte { return b })
 }
 
 func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -371,10 +383,10 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 		ran = true
 		v.out, v.err = handler(wctx, req)
 		return s.settle(&v)
-	})
+	}, s.run...)
 	if err != nil {
 		switch {
-		case ran && !s.e.Transactional():
+		case ran && !s.tx:
 			// The work ran and its answer exists, but recording it failed
 			// (logged by the engine): the client gets it; a retry after the
 			// lease may run again.
@@ -393,7 +405,7 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	}
 	switch res.Outcome {
 	case store.Acquired:
-		if v.tooLarge && s.e.Transactional() && res.Settle == idem.SettleReleased {
+		if v.tooLarge && s.tx && res.Settle == idem.SettleReleased {
 			return nil, status.Error(codes.Internal, "grpcidem: the response could not be kept, so the transaction was rolled back")
 		}
 		return v.out, v.err

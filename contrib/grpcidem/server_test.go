@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"path/filepath"
 	"strings"
@@ -29,19 +28,21 @@ import (
 	"github.com/idemkit/idemkit/store/sqlite"
 )
 
+// memEngine is an engine on a fresh memory store that reports a key in
+// flight at once (idem.WithWait(0)) unless opts say otherwise.
 func memEngine(t *testing.T, opts ...idem.Option) *idem.Engine {
 	t.Helper()
 	st, err := memory.New()
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
-	e, err := idem.New(st, opts...)
+	e, err := idem.New(st, append([]idem.Option{idem.WithWait(0)}, opts...)...)
 	require.NoError(t, err)
 	return e
 }
 
 func serverICPT(t *testing.T, e *idem.Engine, opts ...ServerOption) grpc.UnaryServerInterceptor {
 	t.Helper()
-	si, err := UnaryServerInterceptor(e, append([]ServerOption{WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
+	si, err := UnaryServerInterceptor(e, opts...)
 	require.NoError(t, err)
 	return si
 }
@@ -105,7 +106,7 @@ func TestTenConcurrentOneRun(t *testing.T) {
 	}
 }
 
-// TestInFlightAborted: without WithWait, a duplicate in flight gets Aborted
+// TestInFlightAborted: with idem.WithWait(0), a duplicate in flight gets Aborted
 // with a RetryInfo saying when the lease lapses.
 func TestInFlightAborted(t *testing.T) {
 	e := memEngine(t, idem.WithLease(5*time.Second))
@@ -294,7 +295,7 @@ func TestNewRejects(t *testing.T) {
 	_, err := UnaryServerInterceptor(nil)
 	assert.ErrorIs(t, err, ErrInvalid)
 	e := memEngine(t)
-	for _, o := range []ServerOption{nil, WithScope(nil), WithPolicy(nil), WithKeep(nil), WithResponseType("/a/b", nil), WithLogger(nil), WithRetryDelay(0), WithMaxResponse(0)} {
+	for _, o := range []ServerOption{nil, WithScope(nil), WithPolicy(nil), WithKeep(nil), WithResponseType("/a/b", nil), WithTransactions(), WithRetryDelay(0), WithMaxResponse(0)} {
 		_, err := UnaryServerInterceptor(e, o)
 		assert.ErrorIs(t, err, ErrInvalid)
 	}
@@ -309,7 +310,7 @@ func TestTransactional(t *testing.T) {
 	require.NoError(t, st.Migrate(t.Context()))
 	_, err = st.DB().Exec(`CREATE TABLE payments (id INTEGER PRIMARY KEY AUTOINCREMENT, amount REAL NOT NULL)`)
 	require.NoError(t, err)
-	e, err := idem.New(st, idem.WithTransactions())
+	e, err := idem.New(st)
 	require.NoError(t, err)
 	p := &payments{}
 	p.handle = func(ctx context.Context, _ string, req *structpb.Struct) (*structpb.Struct, error) {
@@ -324,7 +325,7 @@ func TestTransactional(t *testing.T) {
 		id, _ := res.LastInsertId()
 		return structpb.NewStruct(map[string]any{"id": float64(id)})
 	}
-	ev := start(t, transports[0], p, []grpc.UnaryServerInterceptor{serverICPT(t, e)})
+	ev := start(t, transports[0], p, []grpc.UnaryServerInterceptor{serverICPT(t, e, WithTransactions())})
 	answers := make([]answer, 10)
 	var wg sync.WaitGroup
 	for i := range answers {
@@ -360,10 +361,10 @@ func TestResponseTooLarge(t *testing.T) {
 		require.NoError(t, err)
 		t.Cleanup(func() { st.Close() })
 		require.NoError(t, st.Migrate(t.Context()))
-		e, err := idem.New(st, idem.WithTransactions())
+		e, err := idem.New(st)
 		require.NoError(t, err)
 		p := &payments{handle: big}
-		ev := start(t, transports[0], p, []grpc.UnaryServerInterceptor{serverICPT(t, e, WithMaxResponse(1000))})
+		ev := start(t, transports[0], p, []grpc.UnaryServerInterceptor{serverICPT(t, e, WithMaxResponse(1000), WithTransactions())})
 		a := call(t.Context(), ev.conn, payMethod, "k-big", amount(1))
 		assert.Equal(t, codes.Internal, status.Code(a.err), "%v", a.err)
 		a = call(t.Context(), ev.conn, payMethod, "k-big", amount(1))

@@ -32,7 +32,7 @@ func BenchmarkRun(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			return []idem.Option{idem.WithObserver(tel.Observer())}
+			return []idem.Option{idem.WithTracer(tel)}
 		}},
 		{"metrics+spans", func(b *testing.B) []idem.Option {
 			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
@@ -41,7 +41,7 @@ func BenchmarkRun(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			return []idem.Option{idem.WithObserver(tel.Observer())}
+			return []idem.Option{idem.WithTracer(tel)}
 		}},
 	}
 	for round := 0; round < 2; round++ { // interleaved: bare, metrics, spans, bare, ...

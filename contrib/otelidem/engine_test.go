@@ -4,23 +4,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/idemkit/idemkit/contrib/otelidem"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/keyer"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/memory"
+	"github.com/idemkit/idemkit/store/sqlite"
 )
 
 func newEngine(t *testing.T, h *harness, s store.Store, opts ...idem.Option) *idem.Engine {
 	t.Helper()
-	e, err := idem.New(s, append([]idem.Option{idem.WithObserver(h.tel.Observer())}, opts...)...)
+	e, err := idem.New(s, append([]idem.Option{idem.WithTracer(h.tel), idem.WithWait(0)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,8 +157,9 @@ func TestWorkDurationIsTheWork(t *testing.T) {
 	}
 }
 
-// TestSpansAreChildrenOfTheCaller: a claim span and a settle span per run,
-// under the caller's span, with the outcome and the hashed key.
+// TestSpansAreChildrenOfTheCaller: a run span per run under the caller's
+// span, and under it a claim span and a settle span, with the outcome and
+// the hashed key.
 func TestSpansAreChildrenOfTheCaller(t *testing.T) {
 	h := newHarness(t)
 	e := newEngine(t, h, newMemory(t))
@@ -175,12 +179,24 @@ func TestSpansAreChildrenOfTheCaller(t *testing.T) {
 	type span struct{ name, outcome string }
 	var got []span
 	hashed := map[string]bool{keyer.DefaultRedactor()("4:acme|3:k-1"): true, keyer.DefaultRedactor()("4:acme|3:k-2"): true}
+	runs := map[string]bool{}
+	for _, s := range h.spans.Ended() {
+		if s.Name() == "idem.run" {
+			runs[s.SpanContext().SpanID().String()] = true
+		}
+	}
 	for _, s := range h.spans.Ended() {
 		if s.Name() == "request" {
 			continue
 		}
-		if s.Parent().SpanID() != parent.SpanContext().SpanID() || s.SpanContext().TraceID() != parent.SpanContext().TraceID() {
+		if s.SpanContext().TraceID() != parent.SpanContext().TraceID() {
+			t.Errorf("span %s is not in the caller's trace", s.Name())
+		}
+		if s.Name() == "idem.run" && s.Parent().SpanID() != parent.SpanContext().SpanID() {
 			t.Errorf("span %s is not a child of the caller's span", s.Name())
+		}
+		if s.Name() != "idem.run" && !runs[s.Parent().SpanID().String()] {
+			t.Errorf("span %s is not a child of a run span", s.Name())
 		}
 		o, _ := spanAttr(s, otelidem.AttrOutcome)
 		got = append(got, span{s.Name(), o.AsString()})
@@ -204,9 +220,9 @@ func TestSpansAreChildrenOfTheCaller(t *testing.T) {
 		}
 	}
 	want := []span{
-		{"idem.claim", "acquired"}, {"idem.settle", "completed"},
-		{"idem.claim", "replayed"},
-		{"idem.claim", "acquired"}, {"idem.settle", "released"},
+		{"idem.claim", "acquired"}, {"idem.settle", "completed"}, {"idem.run", "completed"},
+		{"idem.claim", "replayed"}, {"idem.run", "replayed"},
+		{"idem.claim", "acquired"}, {"idem.settle", "released"}, {"idem.run", "released"},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("spans %v, want %v", got, want)
@@ -228,8 +244,8 @@ func TestKeyRedactorOptions(t *testing.T) {
 				t.Fatal(err)
 			}
 			spans := h.spans.Ended()
-			if len(spans) != 2 {
-				t.Fatalf("%d spans, want 2", len(spans))
+			if len(spans) != 3 {
+				t.Fatalf("%d spans, want 3 (run, claim, settle)", len(spans))
 			}
 			for _, s := range spans {
 				v, ok := spanAttr(s, otelidem.AttrKey)
@@ -270,8 +286,54 @@ func TestStoreErrorIsCountedAndTraced(t *testing.T) {
 		t.Errorf("failed store calls timed: %d, want 1", n)
 	}
 	spans := h.spans.Ended()
-	if len(spans) != 1 || spans[0].Status().Code != codes.Error {
-		t.Fatalf("spans %v: want one claim span with an error status", spans)
+	if len(spans) != 2 || spans[0].Name() != "idem.claim" || spans[0].Status().Code != codes.Error || spans[1].Status().Code != codes.Error {
+		t.Fatalf("spans %v: want a claim span and its run span, both with an error status", spans)
+	}
+}
+
+// TestWorkSpansAreChildrenOfTheRun: a span the work starts is a child of
+// otelidem's run span, itself a child of the caller's span, in lease mode
+// and in transactional mode.
+func TestWorkSpansAreChildrenOfTheRun(t *testing.T) {
+	sq, err := sqlite.Open(filepath.Join(t.TempDir(), "idem.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sq.Close() })
+	if err := sq.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		s    store.Store
+		opts []idem.RunOption
+	}{"lease": {newMemory(t), nil}, "transactional": {sq, []idem.RunOption{idem.InTx()}}} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			e := newEngine(t, h, c.s)
+			ctx, parent := h.tp.Tracer("test").Start(context.Background(), "request")
+			if _, err := e.Run(ctx, "k-work", "fp", func(ctx context.Context) idem.Verdict {
+				_, span := h.tp.Tracer("test").Start(ctx, "charge")
+				span.End()
+				return idem.Keep(nil)
+			}, c.opts...); err != nil {
+				t.Fatal(err)
+			}
+			parent.End()
+			byName := map[string]sdktrace.ReadOnlySpan{}
+			for _, s := range h.spans.Ended() {
+				byName[s.Name()] = s
+			}
+			run, work := byName["idem.run"], byName["charge"]
+			if run == nil || work == nil {
+				t.Fatalf("spans %v: want idem.run and charge", h.spans.Ended())
+			}
+			if work.Parent().SpanID() != run.SpanContext().SpanID() {
+				t.Errorf("the work's span is not a child of idem.run")
+			}
+			if run.Parent().SpanID() != parent.SpanContext().SpanID() {
+				t.Errorf("idem.run is not a child of the caller's span")
+			}
+		})
 	}
 }
 
@@ -311,7 +373,6 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		"nil tracer provider": otelidem.WithTracerProvider(nil),
 		"empty backend":       otelidem.WithBackend(""),
 		"nil redactor":        otelidem.WithKeyRedactor(nil),
-		"zero max run age":    otelidem.WithMaxRunAge(0),
 	} {
 		if _, err := otelidem.New(o); !errors.Is(err, store.ErrInvalid) || !strings.HasPrefix(err.Error(), "otelidem: new: ") {
 			t.Errorf("%s: %v, want otelidem: new: … store.ErrInvalid", name, err)

@@ -13,10 +13,10 @@ import (
 	"github.com/idemkit/idemkit/store/memory"
 )
 
-// The engine's observer counts every claim by outcome; here the metrics are
+// The engine's tracer counts every claim by outcome; here the metrics are
 // read back with the SDK's manual reader (a service uses an exporter, such
 // as Prometheus: see the example module).
-func ExampleTelemetry_Observer() {
+func ExampleTelemetry() {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer mp.Shutdown(context.Background())
@@ -30,7 +30,7 @@ func ExampleTelemetry_Observer() {
 		panic(err)
 	}
 	defer st.Close()
-	e, err := idem.New(st, idem.WithObserver(tel.Observer()))
+	e, err := idem.New(st, idem.WithTracer(tel))
 	if err != nil {
 		panic(err)
 	}

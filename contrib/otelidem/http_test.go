@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemkit/idemkit/contrib/otelidem"
 	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/idem"
 )
 
 // TestHTTPScriptedRun is the scripted run through httpidem on the
@@ -22,7 +23,11 @@ func TestHTTPScriptedRun(t *testing.T) {
 	const N, M = 6, 9
 	h := newHarness(t, otelidem.WithBackend("memory"), otelidem.WithAttributes(attribute.String("idem.surface", "http")))
 	st := newMemory(t)
-	mw, err := httpidem.New(st, httpidem.WithObserver(h.tel.Observer()))
+	e, err := idem.New(st, idem.WithTracer(h.tel), idem.WithWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := httpidem.New(e)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,6 +117,12 @@ func TestHTTPScriptedRun(t *testing.T) {
 			requests[s.SpanContext().SpanID().String()] = true
 		}
 	}
+	runs := map[string]bool{}
+	for _, s := range h.spans.Ended() {
+		if s.Name() == "idem.run" && requests[s.Parent().SpanID().String()] {
+			runs[s.SpanContext().SpanID().String()] = true
+		}
+	}
 	claims, settles := 0, 0
 	for _, s := range h.spans.Ended() {
 		switch s.Name() {
@@ -122,8 +133,8 @@ func TestHTTPScriptedRun(t *testing.T) {
 		default:
 			continue
 		}
-		if !requests[s.Parent().SpanID().String()] {
-			t.Errorf("%s span has no request span as its parent", s.Name())
+		if !runs[s.Parent().SpanID().String()] {
+			t.Errorf("%s span has no run span under a request span as its parent", s.Name())
 		}
 	}
 	if claims != N+M+4 || settles != N+2 {

@@ -28,15 +28,15 @@ func TestTransactionalMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := newHarness(t, otelidem.WithBackend(otelidem.Backend(s)))
-	e := newEngine(t, h, s, idem.WithTransactions())
+	e := newEngine(t, h, s)
 	ctx := context.Background()
 	keep := func(context.Context) idem.Verdict { return idem.Keep([]byte("ok")) }
 	for _, k := range []string{"a", "b", "a", "a"} {
-		if _, err := e.Run(ctx, k, "fp", keep); err != nil {
+		if _, err := e.Run(ctx, k, "fp", keep, idem.InTx()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if r, err := e.Run(ctx, "c", "fp", func(context.Context) idem.Verdict { return idem.Discard("declined") }); err != nil || r.Settle != idem.SettleReleased {
+	if r, err := e.Run(ctx, "c", "fp", func(context.Context) idem.Verdict { return idem.Discard("declined") }, idem.InTx()); err != nil || r.Settle != idem.SettleReleased {
 		t.Fatalf("discard: %+v %v", r, err)
 	}
 	ms := h.metrics(t)

@@ -57,7 +57,6 @@ type config struct {
 	backend string
 	attrs   []attribute.KeyValue
 	redact  keyer.Redactor
-	maxAge  time.Duration
 }
 
 // WithMeterProvider sets where metrics go (default otel.GetMeterProvider()).
@@ -118,26 +117,13 @@ func WithKeyRedactor(r keyer.Redactor) Option {
 	}
 }
 
-// WithMaxRunAge bounds how long a run that never reports its settle (a
-// Complete that kept failing until the lease ended) is counted in flight
-// (default one hour). It must be positive.
-func WithMaxRunAge(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("max run age %v is not positive", d)
-		}
-		c.maxAge = d
-		return nil
-	}
-}
-
-// Telemetry holds the instruments. Make one with New and pass its Observer
-// to the engine (and its PurgeObserver to the cleanup job). It is safe for
+// Telemetry holds the instruments. Make one with New and give it to the
+// engine as its tracer (idem.WithTracer(tel)); its PurgeObserver goes to the
+// cleanup job. It is an idem.Tracer and an idem.EventTracer, safe for
 // concurrent use.
 type Telemetry struct {
 	tracer trace.Tracer
 	redact keyer.Redactor
-	maxAge time.Duration
 	now    func() time.Time
 
 	common      metric.MeasurementOption
@@ -159,26 +145,13 @@ type Telemetry struct {
 
 	ops      map[string]*opSets // the engine's operations, made by New
 	extraOps sync.Map           // any other operation name: string → *opSets
-
-	mu     sync.Mutex
-	keys   map[string]*keyState
-	sweeps int
-}
-
-// keyState joins the events of the runs of one key.
-type keyState struct {
-	claimEnd  time.Time     // when the latest claim call of the key ended
-	claimTook time.Duration // and how long it took
-	held      bool          // a run holds the key
-	start     time.Time     // when it acquired it
-	settle    time.Time     // when its first settle call began (zero: not yet)
 }
 
 // New makes the instruments. It fails with an error matching
 // store.ErrInvalid when an option is invalid, or with the SDK's error when
 // an instrument cannot be made.
 func New(opts ...Option) (*Telemetry, error) {
-	c := config{backend: "unknown", maxAge: time.Hour}
+	c := config{backend: "unknown"}
 	for _, o := range opts {
 		if o == nil {
 			return nil, fmt.Errorf("otelidem: new: %w: nil option", store.ErrInvalid)
@@ -200,12 +173,10 @@ func New(opts ...Option) (*Telemetry, error) {
 	t := &Telemetry{
 		tracer:     c.tp.Tracer(ScopeName),
 		redact:     c.redact,
-		maxAge:     c.maxAge,
 		now:        time.Now,
 		common:     metric.WithAttributes(c.attrs...),
 		storeAttrs: AttrStore.String(c.backend),
 		spanAttrs:  append(append([]attribute.KeyValue(nil), c.attrs...), AttrStore.String(c.backend)),
-		keys:       map[string]*keyState{},
 	}
 	var errs []error
 	counter := func(name, unit, desc string) metric.Int64Counter {

@@ -36,7 +36,11 @@ func TestSurfacesCountAlike(t *testing.T) {
 	ctx := context.Background()
 
 	// HTTP: a 201 kept, its replay, a 500 released.
-	mw, err := httpidem.New(newMemory(t), httpidem.WithObserver(tel("http").Observer()))
+	he, err := idem.New(newMemory(t), idem.WithTracer(tel("http")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := httpidem.New(he)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +58,11 @@ func TestSurfacesCountAlike(t *testing.T) {
 	}
 
 	// dedup: an event processed, its redelivery, a failing handler.
-	d, err := dedup.New(newMemory(t), dedup.WithObserver(tel("dedup").Observer()))
+	dde, err := idem.New(newMemory(t), idem.WithTracer(tel("dedup")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := dedup.New(dde)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +75,7 @@ func TestSurfacesCountAlike(t *testing.T) {
 	}
 
 	// idem.Do with a typed result.
-	de, err := idem.New(newMemory(t), idem.WithObserver(tel("do").Observer()))
+	de, err := idem.New(newMemory(t), idem.WithTracer(tel("do")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +85,7 @@ func TestSurfacesCountAlike(t *testing.T) {
 	idem.Do(ctx, de, "charge-b", func(context.Context) (int, error) { return 0, errors.New("card declined") })
 
 	// The engine itself.
-	e, err := idem.New(newMemory(t), idem.WithObserver(tel("engine").Observer()))
+	e, err := idem.New(newMemory(t), idem.WithTracer(tel("engine")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/keyer"
 	"github.com/idemkit/idemkit/purge"
 	"github.com/idemkit/idemkit/store"
@@ -62,7 +63,31 @@ type app struct {
 func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describe string, closeFn func()) (*app, error) {
 	a := &app{store: st, ledger: led, logger: logger, describe: describe, close: closeFn, delay: cfg.Delay,
 		purgeEvery: cfg.PurgeEvery, purgeObserver: cfg.purge}
-	opts := []httpidem.Option{
+	// The engine holds what every surface shares: the wait, the retention,
+	// the logger, the key redactor (and, in tests, a tracer).
+	eopts := []idem.Option{
+		// Duplicates in flight wait for the first and replay its answer,
+		// on every store.
+		idem.WithWait(cfg.Wait),
+		// Keys and responses are kept this long; the cleanup job
+		// (startPurge) deletes them after.
+		idem.WithRetention(cfg.Retention),
+		// Log lines name keys hashed (the default, said out loud): a key
+		// holds the user's token (the scope) and the client's own key.
+		idem.WithKeyRedactor(keyer.DefaultRedactor()),
+		idem.WithLogger(logger),
+	}
+	if cfg.tracer != nil {
+		eopts = append(eopts, idem.WithTracer(cfg.tracer))
+	}
+	e, err := idem.New(st, append(eopts, cfg.extra...)...)
+	if err != nil {
+		if closeFn != nil {
+			closeFn()
+		}
+		return nil, err
+	}
+	mw, err := httpidem.New(e,
 		// One client can never replay another's payment.
 		httpidem.WithScope(func(r *http.Request) ([]string, error) {
 			u, err := userOf(r)
@@ -70,26 +95,11 @@ func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describ
 		}),
 		// {"amount":1990} and { "amount": 1990 } are the same request.
 		httpidem.WithFingerprinter(keyer.NewFingerprinter(keyer.WithCanonicalJSON(), keyer.WithMaxBody(maxBody))),
-		// Duplicates in flight wait for the first and replay its answer
-		// (lease mode; in a transaction they wait on the database anyway).
-		httpidem.WithWait(cfg.Wait),
-		// Keys and responses are kept this long; the cleanup job
-		// (startPurge) deletes them after.
-		httpidem.WithRetention(cfg.Retention),
-		// Log lines name keys hashed (the default, said out loud): a key
-		// holds the user's token (the scope) and the client's own key.
-		httpidem.WithKeyRedactor(keyer.DefaultRedactor()),
-		httpidem.WithLogger(logger),
-	}
-	if cfg.hook != nil {
-		opts = append(opts, httpidem.WithHook(cfg.hook))
-	}
-	switch led.(type) {
-	case *sqliteLedger, *postgresLedger, *mysqlLedger:
-		// The payment row, the key and the stored response commit together.
-		opts = append(opts, httpidem.WithTransactions())
-	}
-	mw, err := httpidem.New(st, append(opts, cfg.extra...)...)
+		// On the SQL stores the payment row, the key and the stored
+		// response commit together; memory and Redis use leases. The
+		// ledgers write through the backend's Querier either way.
+		httpidem.WithTransactionsIfSupported(),
+	)
 	if err != nil {
 		if closeFn != nil {
 			closeFn()

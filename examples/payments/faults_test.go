@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/faultproxy"
 )
 
@@ -150,7 +151,7 @@ func listPayments(t *testing.T, d *demo) []payment {
 func TestSlowStore(t *testing.T) {
 	c, p := proxiedRedis(t)
 	c.Wait = 0
-	c.extra = []httpidem.Option{httpidem.WithLease(200 * time.Millisecond)}
+	c.extra = []idem.Option{idem.WithLease(200 * time.Millisecond)}
 	d := startDemo(t, c)
 	runs := countRuns(d)
 	key, body := newKey(), `{"amount":1990}`

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/testenv"
 )
 
@@ -267,11 +268,11 @@ func testInFlightLease(t *testing.T, sc storeCase) {
 	t.Run("WaitThenReplay", func(t *testing.T) {
 		c := sc.cfg(t)
 		waiting := make(chan struct{}, 1)
-		c.hook = func(e httpidem.Event) {
-			if e.Kind == httpidem.Waiting {
+		c.tracer = onEvent(func(e idem.Event) {
+			if e.Kind == idem.Waiting {
 				waiting <- struct{}{}
 			}
-		}
+		})
 		d := startDemo(t, c)
 		entered, release := holdFirst(d)
 		key := newKey()
@@ -341,3 +342,10 @@ func TestScopeByBearer(t *testing.T) {
 	assert.Equal(t, http.StatusUnauthorized, send("Basic xyz").status)
 	assert.Equal(t, 2, d.count())
 }
+
+// onEvent turns a func into a tracer that sees every engine event.
+type onEvent func(idem.Event)
+
+func (onEvent) TraceRunStart(ctx context.Context, _ idem.RunStart) context.Context { return ctx }
+func (onEvent) TraceRunEnd(context.Context, idem.RunEnd)                           {}
+func (f onEvent) TraceEvent(_ context.Context, e idem.Event)                       { f(e) }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/purge"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/postgres"
@@ -47,9 +47,9 @@ type config struct {
 	KeysTable     string // shorthand SQL stores: the idemkit table ("" = the store's default)
 	RedisPrefix   string // shorthand Redis: key prefix ("" = the store's default)
 
-	hook  func(httpidem.Event) // tests observe the middleware
-	purge purge.Observer       // tests observe the cleanup job
-	extra []httpidem.Option    // tests add middleware options (a short lease)
+	tracer idem.Tracer    // tests observe the engine
+	purge  purge.Observer // tests observe the cleanup job
+	extra  []idem.Option  // tests add engine options (a short lease)
 }
 
 func defaultConfig() config {
@@ -60,7 +60,7 @@ func defaultConfig() config {
 		MySQLDSN:      os.Getenv("IDEMKIT_MYSQL_DSN"),
 		RedisAddr:     os.Getenv("IDEMKIT_REDIS_ADDR"),
 		Wait:          10 * time.Second,
-		Retention:     httpidem.DefaultRetention,
+		Retention:     idem.DefaultRetention,
 		PurgeEvery:    purge.DefaultInterval,
 		PaymentsTable: "payments",
 	}

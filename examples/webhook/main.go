@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/dedup"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/keyer"
 	"github.com/idemkit/idemkit/store/sqlite"
 )
@@ -97,7 +98,11 @@ func newReceiver(ctx context.Context, st *sqlite.Store, log *slog.Logger) (http.
 		return nil, fmt.Errorf("create credits: %w", err)
 	}
 	// The retention outlives the sender's retry window (Stripe: 3 days).
-	d, err := dedup.New(st, dedup.WithScope("stripe"), dedup.WithRetention(7*24*time.Hour), dedup.WithLogger(log))
+	e, err := idem.New(st, idem.WithRetention(7*24*time.Hour), idem.WithLogger(log))
+	if err != nil {
+		return nil, err
+	}
+	d, err := dedup.New(e, dedup.WithScope("stripe"))
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/memory"
 	"github.com/idemkit/idemkit/store/sqlite"
@@ -99,6 +100,30 @@ var Modes = []Mode{
 		require.NoError(t, err)
 		return st, &Payments{DB: st.DB()}
 	}, []httpidem.Option{httpidem.WithTransactions()}},
+}
+
+// Middleware builds the engine for st (engine defaults: a duplicate in
+// flight waits and replays) and the middleware with the mode's options;
+// opts are idem.Options (the engine's) or httpidem.Options.
+func Middleware(t *testing.T, m Mode, st store.Store, opts ...any) func(http.Handler) http.Handler {
+	t.Helper()
+	var eopts []idem.Option
+	hopts := append([]httpidem.Option(nil), m.Opts...)
+	for _, o := range opts {
+		switch o := o.(type) {
+		case idem.Option:
+			eopts = append(eopts, o)
+		case httpidem.Option:
+			hopts = append(hopts, o)
+		default:
+			t.Fatalf("frameworktest: option of type %T", o)
+		}
+	}
+	e, err := idem.New(st, eopts...)
+	require.NoError(t, err)
+	mw, err := httpidem.New(e, hopts...)
+	require.NoError(t, err)
+	return mw
 }
 
 // Result is what a client got for one request.

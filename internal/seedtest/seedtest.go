@@ -25,6 +25,7 @@ import (
 
 	"github.com/idemkit/idemkit/dedup"
 	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -46,7 +47,11 @@ type answer struct {
 // is here alone, so an API change is mended in one place.
 func handler(t *testing.T, st store.Store, payments *atomic.Int64) http.Handler {
 	t.Helper()
-	mw, err := httpidem.New(st, httpidem.WithWait(10*time.Second))
+	e, err := idem.New(st)
+	if err != nil {
+		t.Fatalf("idem.New: %v", err)
+	}
+	mw, err := httpidem.New(e)
 	if err != nil {
 		t.Fatalf("httpidem.New: %v", err)
 	}
@@ -120,7 +125,11 @@ func runHTTP(t *testing.T, st store.Store) {
 // here alone, like the middleware's.
 func newDeduper(t *testing.T, st store.Store) *dedup.Deduper {
 	t.Helper()
-	d, err := dedup.New(st, dedup.WithScope("seedtest"))
+	e, err := idem.New(st)
+	if err != nil {
+		t.Fatalf("idem.New: %v", err)
+	}
+	d, err := dedup.New(e, dedup.WithScope("seedtest"))
 	if err != nil {
 		t.Fatalf("dedup.New: %v", err)
 	}
@@ -141,8 +150,12 @@ func runDedup(t *testing.T, st store.Store) {
 					applied.Add(1)
 					return nil
 				})
-				if out.Ack() {
+				switch out.Action() {
+				case dedup.Ack:
 					acked.Add(1)
+					return
+				case dedup.DeadLetter:
+					t.Errorf("Process: %v: dead-lettered", out)
 					return
 				}
 				if err != nil {

@@ -34,6 +34,7 @@ import (
 
 	"github.com/idemkit/idemkit/contrib/otelidem"
 	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/keyer"
 	"github.com/idemkit/idemkit/purge"
 	"github.com/idemkit/idemkit/store"
@@ -145,12 +146,14 @@ func newServer(cfg config, logger *slog.Logger) (*server, purge.Option, error) {
 	}
 
 	led := &ledger{delay: cfg.Delay}
-	mw, err := httpidem.New(st,
-		httpidem.WithObserver(tel.Observer()),
-		httpidem.WithWait(cfg.Wait),
-		httpidem.WithRetention(cfg.Retention),
-		httpidem.WithFingerprinter(keyer.NewFingerprinter(keyer.WithCanonicalJSON(), keyer.WithMaxBody(64<<10))),
-		httpidem.WithLogger(logger))
+	e, err := idem.New(st, idem.WithTracer(tel), idem.WithWait(cfg.Wait),
+		idem.WithRetention(cfg.Retention), idem.WithLogger(logger))
+	if err != nil {
+		closeStore()
+		return nil, nil, err
+	}
+	mw, err := httpidem.New(e,
+		httpidem.WithFingerprinter(keyer.NewFingerprinter(keyer.WithCanonicalJSON(), keyer.WithMaxBody(64<<10))))
 	if err != nil {
 		closeStore()
 		return nil, nil, err
