@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -40,7 +39,11 @@ func demo(t *testing.T, flags ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "payments")
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "github.com/idemkit/idemkit/examples/payments")
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("building the demo needs the go command: %v", err)
+	}
+	build := exec.Command(gobin, "build", "-o", bin, "github.com/idemkit/idemkit/examples/payments")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build the demo: %v\n%s", err, out)
 	}
