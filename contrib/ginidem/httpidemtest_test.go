@@ -3,66 +3,36 @@ package ginidem_test
 import (
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/idemkit/idemkit/contrib/ginidem"
-	"github.com/idemkit/idemkit/httpidem"
-	"github.com/idemkit/idemkit/httpidemtest"
 	"github.com/idemkit/idemkit/internal/httpconformance"
-	"github.com/idemkit/idemkit/keyer"
-	"github.com/idemkit/idemkit/store"
 )
 
-// conformanceMiddleware is the one place this package's httpidemtest run
-// builds the middleware. The 2 s lease keeps today's Retry-After (the
-// lease's remainder) within httpidemtest's 2 s; it can go once the engine
-// sends its short hint.
-func conformanceMiddleware(st store.Store, tx bool) (func(http.Handler) http.Handler, error) {
-	opts := []httpidem.Option{
-		httpidem.WithScope(func(r *http.Request) ([]string, error) {
-			return []string{r.Header.Get(httpconformance.ScopeHeader)}, nil
-		}),
-		httpidem.WithFingerprinter(keyer.NewFingerprinter(keyer.WithCanonicalJSON(), keyer.WithMaxBody(httpconformance.MaxBody))),
-		httpidem.WithLease(2 * time.Second),
-	}
-	if tx {
-		opts = append(opts, httpidem.WithTransactions())
-	}
-	return httpidem.New(st, opts...)
-}
-
 // TestHTTPIdemTest runs httpidemtest through gin: a gin handler that binds
-// the body and answers with c.JSON, errors included, behind
+// the body, fails with c.JSON and answers through gin's writer, behind
 // ginidem.Middleware, in lease mode on memory and transactional mode on
 // SQLite (restarted between a request and its retry).
 func TestHTTPIdemTest(t *testing.T) {
-	for _, cs := range []httpconformance.Store{httpconformance.Memory, httpconformance.SQLite} {
-		t.Run(cs.Name, func(t *testing.T) {
-			p := &httpconformance.Payments{}
-			srv := httpconformance.NewServer(t, httpconformance.Build(cs.Data(t),
-				func(st store.Store) (func(http.Handler) http.Handler, error) { return conformanceMiddleware(st, cs.Tx) },
-				func(mw func(http.Handler) http.Handler) http.Handler {
-					r := gin.New()
-					r.POST("/payments", ginidem.Middleware(mw), func(c *gin.Context) {
-						var req struct {
-							Amount int `json:"amount" binding:"required"`
-						}
-						if err := c.ShouldBindJSON(&req); err != nil {
-							c.JSON(http.StatusBadRequest, gin.H{"error": err.Error()})
-							return
-						}
-						id, status := p.Create(c.Request.Context())
-						if status != 0 {
-							c.JSON(status, gin.H{"error": "failing on purpose"})
-							return
-						}
-						httpconformance.Answer(c.Writer, id, req.Amount)
-					})
-					return r
-				}))
-			httpidemtest.Run(t, httpconformance.Target(srv, p, "/payments", cs.Durable))
+	httpconformance.Run(t, []httpconformance.Store{httpconformance.Memory, httpconformance.SQLite}, 0,
+		func(p *httpconformance.Payments, mw func(http.Handler) http.Handler) http.Handler {
+			r := gin.New()
+			r.POST("/payments", ginidem.Middleware(mw), func(c *gin.Context) {
+				var req struct {
+					Amount int `json:"amount" binding:"required"`
+				}
+				if err := c.ShouldBindJSON(&req); err != nil {
+					c.JSON(http.StatusBadRequest, gin.H{"error": err.Error()})
+					return
+				}
+				id, status := p.Create(c.Request.Context())
+				if status != 0 {
+					c.JSON(status, gin.H{"error": "failing on purpose"})
+					return
+				}
+				httpconformance.Answer(c.Writer, id, req.Amount)
+			})
+			return r
 		})
-	}
 }
