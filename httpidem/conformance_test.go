@@ -13,38 +13,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/idemkit/idemkit/httpidem"
-	"github.com/idemkit/idemkit/httpidemtest"
 	"github.com/idemkit/idemkit/internal/httpconformance"
 	"github.com/idemkit/idemkit/internal/testenv"
 	"github.com/idemkit/idemkit/internal/testredis"
-	"github.com/idemkit/idemkit/keyer"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/postgres"
 	"github.com/idemkit/idemkit/store/redis"
 )
-
-// conformanceMiddleware is the one place the conformance tests build the
-// middleware. wait > 0 lets duplicates in flight wait and replay; tx picks
-// transactional mode.
-//
-// The lease is 2 s because today's httpidem sends the lease's remainder as
-// a 409's Retry-After, and httpidemtest wants at most 2 s; once the engine
-// sends its short hint the lease can go back to the default.
-func conformanceMiddleware(st store.Store, wait time.Duration, tx bool) (func(http.Handler) http.Handler, error) {
-	opts := []httpidem.Option{
-		httpidem.WithScope(func(r *http.Request) ([]string, error) {
-			return []string{r.Header.Get(httpconformance.ScopeHeader)}, nil
-		}),
-		httpidem.WithFingerprinter(keyer.NewFingerprinter(keyer.WithCanonicalJSON(), keyer.WithMaxBody(httpconformance.MaxBody))),
-		httpidem.WithLease(2 * time.Second),
-		httpidem.WithWait(wait),
-	}
-	if tx {
-		opts = append(opts, httpidem.WithTransactions())
-	}
-	return httpidem.New(st, opts...)
-}
 
 // postgresStore is transactional mode on a PostgreSQL table of the test's
 // own, reopened with a new pool on a restart.
@@ -116,13 +91,10 @@ func TestConformance(t *testing.T) {
 				if env := envs[cs.Name]; env != "" && os.Getenv(env) == "" && !testenv.InCI() {
 					t.Skip("needs " + env)
 				}
-				p := &httpconformance.Payments{}
-				srv := httpconformance.NewServer(t, httpconformance.Build(cs.Data(t),
-					func(st store.Store) (func(http.Handler) http.Handler, error) {
-						return conformanceMiddleware(st, wait, cs.Tx)
-					},
-					func(mw func(http.Handler) http.Handler) http.Handler { return mw(p.Handler()) }))
-				httpidemtest.Run(t, httpconformance.Target(srv, p, "/payments", cs.Durable))
+				httpconformance.Run(t, []httpconformance.Store{cs}, wait,
+					func(p *httpconformance.Payments, mw func(http.Handler) http.Handler) http.Handler {
+						return mw(p.Handler())
+					})
 			})
 		}
 	}

@@ -42,6 +42,11 @@ func (c *checker) inflight() (d duplicate, ok bool) {
 		}
 		send("duplicate in flight", dupc)
 		d.first, d.dup = <-firstc, <-dupc
+		if d.first.Err == "" && d.dup.Err == "" && d.first.Status == http.StatusConflict && d.dup.Status < 400 {
+			// The duplicate reached the server first (the first request
+			// waited for a connection, say): judge them the other way round.
+			d.first, d.dup = d.dup, d.first
+		}
 	} else {
 		entered, release := c.t.Hold()
 		released := sync.OnceFunc(release)

@@ -228,9 +228,6 @@ func (t *target) resolve(p string) (string, error) {
 	return t.base.String() + p, nil
 }
 
-// endpoint is the endpoint's absolute URL.
-func (t *target) endpoint() string { return t.base.String() + t.path }
-
 // count returns the number of effects so far.
 func (t *target) count(ctx context.Context) (int, error) {
 	if t.Count != nil {

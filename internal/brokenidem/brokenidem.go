@@ -39,7 +39,7 @@ var Breaks = []string{
 	"notkept/5xx",               // keeps 5xx answers
 	"notkept/429",               // keeps 429 answers
 	"concurrency/burst",         // checks the key, then claims it 50 ms later
-	"faults/lost-reply",         // releases the key when the client hangs up right after the answer
+	"faults/lost-reply",         // releases the key when the client hangs up within 100 ms of the answer
 	"faults/restart",            // keeps keys in the middleware's memory only
 	"limits/body-at-limit",      // refuses bodies of MaxBody bytes
 	"limits/body-over-limit",    // runs the handler unprotected for bodies over MaxBody
@@ -166,7 +166,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// "Did the client get it?": a hang-up soon after the answer is
 		// taken for "no", and the key released. Wrong: it may have.
 		http.NewResponseController(w).Flush()
-		t := time.NewTimer(50 * time.Millisecond)
+		t := time.NewTimer(100 * time.Millisecond)
 		select {
 		case <-r.Context().Done():
 			t.Stop()

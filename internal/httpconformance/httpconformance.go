@@ -1,8 +1,7 @@
 // Package httpconformance holds what the httpidemtest runs of httpidem and
-// the framework integrations share: the payments effect with an
-// httpidemtest.Control, a server that a restart rebuilds on the same data,
-// and the stores the runs use. Each test package builds the middleware
-// itself, in one helper of its own.
+// the framework integrations share: the middleware they run (built in one
+// place, Middleware), the payments effect with an httpidemtest.Control, a
+// server that a restart rebuilds on the same data, and the stores.
 package httpconformance
 
 import (
@@ -15,8 +14,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/idemkit/idemkit/httpidem"
 	"github.com/idemkit/idemkit/httpidemtest"
+	"github.com/idemkit/idemkit/keyer"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/memory"
 	"github.com/idemkit/idemkit/store/sqlite"
@@ -28,6 +30,27 @@ const MaxBody = 64 << 10
 
 // ScopeHeader is the header the runs' middleware scopes keys by.
 const ScopeHeader = "X-Tenant"
+
+// Middleware is the one place the httpidemtest runs build the middleware:
+// keys scoped by ScopeHeader, a canonical-JSON fingerprint limited to
+// MaxBody, transactional mode with tx, and duplicates in flight waiting up
+// to wait (0: a 409 at once).
+//
+// The lease is 2 s because today's httpidem sends the lease's remainder as
+// a 409's Retry-After, and httpidemtest wants at most 2 s; once the engine
+// sends its short hint the lease can go back to the default.
+func Middleware(st store.Store, wait time.Duration, tx bool) (func(http.Handler) http.Handler, error) {
+	opts := []httpidem.Option{
+		httpidem.WithScope(func(r *http.Request) ([]string, error) { return []string{r.Header.Get(ScopeHeader)}, nil }),
+		httpidem.WithFingerprinter(keyer.NewFingerprinter(keyer.WithCanonicalJSON(), keyer.WithMaxBody(MaxBody))),
+		httpidem.WithLease(2 * time.Second),
+		httpidem.WithWait(wait),
+	}
+	if tx {
+		opts = append(opts, httpidem.WithTransactions())
+	}
+	return httpidem.New(st, opts...)
+}
 
 // Payments is the effect: a count of payments made, outside the store (a
 // provider's), so it survives a restart.
@@ -185,19 +208,36 @@ func Target(srv *Server, p *Payments, path string, durable bool) httpidemtest.Ta
 	return tg
 }
 
-// Build returns a build function for NewServer: it opens a store with open,
-// makes the middleware with mw and the handler with route.
-func Build(open Opener, mw func(store.Store) (func(http.Handler) http.Handler, error), route func(func(http.Handler) http.Handler) http.Handler) func() (http.Handler, func(), error) {
+// Build returns a build function for NewServer: it opens a store of kind s
+// on open's data, makes Middleware on it (waiting up to wait) and the
+// handler with route.
+func Build(s Store, open Opener, wait time.Duration, route func(func(http.Handler) http.Handler) http.Handler) func() (http.Handler, func(), error) {
 	return func() (http.Handler, func(), error) {
 		st, closeSt, err := open()
 		if err != nil {
 			return nil, nil, err
 		}
-		m, err := mw(st)
+		m, err := Middleware(st, wait, s.Tx)
 		if err != nil {
 			closeSt()
 			return nil, nil, err
 		}
 		return route(m), closeSt, nil
+	}
+}
+
+// Run runs httpidemtest on the payments endpoint at /payments, once per
+// store, each in a subtest named for it: route puts the middleware and the
+// endpoint (p's effect) in the framework under test. Duplicates in flight
+// wait up to wait; the restart rule runs on the stores whose data outlives
+// it.
+func Run(t *testing.T, stores []Store, wait time.Duration, route func(p *Payments, mw func(http.Handler) http.Handler) http.Handler) {
+	t.Helper()
+	for _, s := range stores {
+		t.Run(s.Name, func(t *testing.T) {
+			p := &Payments{}
+			srv := NewServer(t, Build(s, s.Data(t), wait, func(mw func(http.Handler) http.Handler) http.Handler { return route(p, mw) }))
+			httpidemtest.Run(t, Target(srv, p, "/payments", s.Durable))
+		})
 	}
 }
