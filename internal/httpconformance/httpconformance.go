@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net/http"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/idemkit/idemkit/httpidem"
 	"github.com/idemkit/idemkit/httpidemtest"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/keyer"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/memory"
@@ -32,24 +34,23 @@ const MaxBody = 64 << 10
 const ScopeHeader = "X-Tenant"
 
 // Middleware is the one place the httpidemtest runs build the middleware:
-// keys scoped by ScopeHeader, a canonical-JSON fingerprint limited to
-// MaxBody, transactional mode with tx, and duplicates in flight waiting up
-// to wait (0: a 409 at once).
-//
-// The lease is 2 s because today's httpidem sends the lease's remainder as
-// a 409's Retry-After, and httpidemtest wants at most 2 s; once the engine
-// sends its short hint the lease can go back to the default.
+// an engine on st with the default lease (a 409's Retry-After is the
+// engine's short hint) and duplicates in flight waiting up to wait (0: a
+// 409 at once), keys scoped by ScopeHeader, a canonical-JSON fingerprint
+// limited to MaxBody, and transactional mode with tx.
 func Middleware(st store.Store, wait time.Duration, tx bool) (func(http.Handler) http.Handler, error) {
+	e, err := idem.New(st, idem.WithWait(wait))
+	if err != nil {
+		return nil, err
+	}
 	opts := []httpidem.Option{
 		httpidem.WithScope(func(r *http.Request) ([]string, error) { return []string{r.Header.Get(ScopeHeader)}, nil }),
 		httpidem.WithFingerprinter(keyer.NewFingerprinter(keyer.WithCanonicalJSON(), keyer.WithMaxBody(MaxBody))),
-		httpidem.WithLease(2 * time.Second),
-		httpidem.WithWait(wait),
 	}
 	if tx {
 		opts = append(opts, httpidem.WithTransactions())
 	}
-	return httpidem.New(st, opts...)
+	return httpidem.New(e, opts...)
 }
 
 // Payments is the effect: a count of payments made, outside the store (a
@@ -139,12 +140,20 @@ var SQLite = Store{Name: "sqlite", Tx: true, Durable: true, Data: func(t *testin
 }}
 
 // Server serves what build returns, and builds it again on Restart, as a
-// restarted process would, closing the old one's resources.
+// process restarted gracefully would: requests in flight on the old handler
+// (their settle included: the client may have its answer before the key is
+// recorded) finish before the old one's resources are closed.
 type Server struct {
 	build   func() (http.Handler, func(), error)
-	current atomic.Pointer[http.Handler]
-	mu      sync.Mutex
+	current atomic.Pointer[generation]
+	mu      sync.Mutex // serialises Restart and the final close
+}
+
+// generation is one build of the handler and the requests it serves.
+type generation struct {
+	h       http.Handler
 	closeFn func()
+	mu      sync.RWMutex // held for reading by each request; Restart takes it to drain
 }
 
 // NewServer builds the first handler; t's cleanup closes the last.
@@ -157,12 +166,16 @@ func NewServer(t *testing.T, build func() (http.Handler, func(), error)) *Server
 	t.Cleanup(func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.closeFn()
+		g := s.current.Load()
+		g.mu.Lock()
+		g.closeFn()
 	})
 	return s
 }
 
-// Restart builds the handler again and serves it from now on.
+// Restart builds the handler again and serves it from now on; it returns
+// once the old handler's requests have finished and its resources are
+// closed.
 func (s *Server) Restart(context.Context) error {
 	h, closeFn, err := s.build()
 	if err != nil {
@@ -173,19 +186,27 @@ func (s *Server) Restart(context.Context) error {
 		return errors.New("httpconformance: build returned no handler")
 	}
 	s.mu.Lock()
-	old := s.closeFn
-	s.closeFn = closeFn
-	s.mu.Unlock()
-	s.current.Store(&h)
+	defer s.mu.Unlock()
+	old := s.current.Swap(&generation{h: h, closeFn: closeFn})
 	if old != nil {
-		old()
+		old.mu.Lock() // waits for the requests the old handler still serves
+		old.closeFn()
 	}
 	return nil
 }
 
 // ServeHTTP serves the current handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	(*s.current.Load()).ServeHTTP(w, r)
+	for {
+		g := s.current.Load()
+		if g.mu.TryRLock() {
+			defer g.mu.RUnlock()
+			g.h.ServeHTTP(w, r)
+			return
+		}
+		// Draining for a restart: the next generation is already current.
+		runtime.Gosched()
+	}
 }
 
 // Target is the httpidemtest target for the payments endpoint at path on
