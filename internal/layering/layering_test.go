@@ -70,6 +70,13 @@ func TestCheckFindsViolations(t *testing.T) {
 		{ImportPath: m("store/postgres"), Imports: []string{m("internal/coalesce")}}, // good: backend support
 		{ImportPath: m("httpidem"), Imports: []string{m("internal/coalesce")}},
 		{ImportPath: m("internal/coalesce"), Imports: []string{m("store")}},
+		{ImportPath: m("keyer"), Imports: []string{m("internal/invalid")}},          // good: anyone
+		{ImportPath: m("store/mysql"), Imports: []string{m("internal/sqltx")}},      // good: a database/sql backend
+		{ImportPath: m("contrib/grpcidem"), Imports: []string{m("internal/retry")}}, // good: a client
+		{ImportPath: m("internal/sqltx"), Imports: []string{m("internal/invalid")}}, // good
+		{ImportPath: m("store/redis"), Imports: []string{m("internal/sqltx")}},
+		{ImportPath: m("httpidem"), Imports: []string{m("internal/retry")}},
+		{ImportPath: m("internal/invalid"), Imports: []string{m("store")}},
 	}
 	got := Check(pkgs)
 	want := []string{
@@ -80,6 +87,9 @@ func TestCheckFindsViolations(t *testing.T) {
 		"httpidem imports " + m("examples/payments"),
 		"httpidem imports " + m("internal/coalesce"),
 		"internal/coalesce imports " + m("store"),
+		"store/redis imports " + m("internal/sqltx"),
+		"httpidem imports " + m("internal/retry"),
+		"internal/invalid imports " + m("store"),
 		"keyer imports github.com/stretchr/testify/assert",
 		"newpkg imports " + m("store") + ": package newpkg is not in DESIGN.md's layout table",
 		"store imports " + m("store/memory"),

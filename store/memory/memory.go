@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemkit/idemkit/internal/invalid"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -61,24 +62,25 @@ var (
 	_ store.Purger = (*Store)(nil)
 )
 
-// Option configures a Store.
-type Option func(*options)
+// Option configures a Store. An option returns an error for a value it
+// cannot use; New reports it (matching store.ErrInvalid) and builds nothing.
+type Option func(*options) error
 
 type options struct {
 	now   func() time.Time
 	sweep time.Duration
-	errs  []error
 }
 
 // WithClock makes the store read the time from now instead of time.Now,
 // so tests can move time forward without sleeping. A nil now is an error
 // at New.
 func WithClock(now func() time.Time) Option {
-	return func(o *options) {
-		o.now = now
+	return func(o *options) error {
 		if now == nil {
-			o.errs = append(o.errs, errors.New("WithClock: nil clock"))
+			return errors.New("WithClock(nil): pass a clock such as time.Now")
 		}
+		o.now = now
+		return nil
 	}
 }
 
@@ -87,27 +89,23 @@ func WithClock(now func() time.Time) Option {
 // then reclaimed only by writes to their key and by Purge. A negative
 // interval is an error at New.
 func WithSweepInterval(d time.Duration) Option {
-	return func(o *options) {
-		o.sweep = d
+	return func(o *options) error {
 		if d < 0 {
-			o.errs = append(o.errs, fmt.Errorf("WithSweepInterval: negative interval %v", d))
+			return fmt.Errorf("WithSweepInterval(%v): pass a positive interval, or 0 for no sweep", d)
 		}
+		o.sweep = d
+		return nil
 	}
 }
 
 // New returns an empty Store and starts its background sweep.
 // Call Close when done with it to stop the sweep. New fails only for an
-// invalid option (a nil clock, a negative sweep interval), with an
-// error that matches store.ErrInvalid.
+// invalid option (a nil option, a nil clock, a negative sweep interval),
+// with an error that matches store.ErrInvalid.
 func New(opts ...Option) (*Store, error) {
 	o := options{now: time.Now, sweep: time.Minute}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	if err := errors.Join(o.errs...); err != nil {
-		return nil, fmt.Errorf("memory: new: %w: %w", store.ErrInvalid, err)
+	if err := invalid.Apply(&o, opts); err != nil {
+		return nil, fmt.Errorf("memory: new: %w", err)
 	}
 	s := &Store{now: o.now}
 	for i := range s.shards {
