@@ -49,7 +49,11 @@ func New(s store.Store, opts ...Option) (func(http.Handler) http.Handler, error)
 		}
 	}
 	if m.fp == nil {
-		m.fp = keyer.NewFingerprinter()
+		fp, err := keyer.NewFingerprinter()
+		if err != nil {
+			return nil, fmt.Errorf("httpidem: new: %w", err)
+		}
+		m.fp = fp
 	}
 	m.headers = newHeaderPolicy(m.allow, m.deny)
 	eopts := []idem.Option{

@@ -62,6 +62,10 @@ type app struct {
 func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describe string, closeFn func()) (*app, error) {
 	a := &app{store: st, ledger: led, logger: logger, describe: describe, close: closeFn, delay: cfg.Delay,
 		purgeEvery: cfg.PurgeEvery, purgeObserver: cfg.purge}
+	fp, err := keyer.NewFingerprinter(keyer.WithCanonicalJSON(), keyer.WithMaxBody(maxBody))
+	if err != nil {
+		return nil, err
+	}
 	opts := []httpidem.Option{
 		// One client can never replay another's payment.
 		httpidem.WithScope(func(r *http.Request) ([]string, error) {
@@ -69,7 +73,7 @@ func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describ
 			return []string{u}, err
 		}),
 		// {"amount":1990} and { "amount": 1990 } are the same request.
-		httpidem.WithFingerprinter(keyer.NewFingerprinter(keyer.WithCanonicalJSON(), keyer.WithMaxBody(maxBody))),
+		httpidem.WithFingerprinter(fp),
 		// Duplicates in flight wait for the first and replay its answer
 		// (lease mode; in a transaction they wait on the database anyway).
 		httpidem.WithWait(cfg.Wait),

@@ -145,11 +145,16 @@ func newServer(cfg config, logger *slog.Logger) (*server, purge.Option, error) {
 	}
 
 	led := &ledger{delay: cfg.Delay}
+	fp, err := keyer.NewFingerprinter(keyer.WithCanonicalJSON(), keyer.WithMaxBody(64<<10))
+	if err != nil {
+		closeStore()
+		return nil, nil, err
+	}
 	mw, err := httpidem.New(st,
 		httpidem.WithObserver(tel.Observer()),
 		httpidem.WithWait(cfg.Wait),
 		httpidem.WithRetention(cfg.Retention),
-		httpidem.WithFingerprinter(keyer.NewFingerprinter(keyer.WithCanonicalJSON(), keyer.WithMaxBody(64<<10))),
+		httpidem.WithFingerprinter(fp),
 		httpidem.WithLogger(logger))
 	if err != nil {
 		closeStore()
