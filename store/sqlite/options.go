@@ -38,7 +38,7 @@ type options struct {
 	now         func() time.Time
 	busyTimeout time.Duration
 	purgeBatch  int
-	pragmas     []string
+	pragmas     []pragma
 	maxConns    int
 	// openOnly names the options given that only Open can apply.
 	openOnly []string
@@ -124,16 +124,30 @@ func WithPurgeBatch(n int) Option {
 // every commit reach the disk before it returns (survives a power loss, not
 // only a process crash), WithPragma("foreign_keys(1)") turns on foreign keys.
 // A pragma of the same name as one of Open's (busy_timeout, journal_mode,
-// synchronous) replaces it. An empty pragma is an error. Only Open can apply
-// it: New returns an error for it (put the pragma in the DSN of the *sql.DB
-// you pass).
+// synchronous) replaces it.
+//
+// Names and values are checked: WithPragma takes synchronous, journal_mode,
+// locking_mode, temp_store, secure_delete, foreign_keys,
+// recursive_triggers, cell_size_check, trusted_schema (each with the words
+// SQLite documents, ON/OFF or 1/0 for the booleans), and busy_timeout,
+// cache_size, mmap_size, wal_autocheckpoint, journal_size_limit (integers),
+// written name(value) or name=value. Anything else ("nonsense",
+// synchronous(FUL)) is an error matching store.ErrInvalid, and so is a
+// pragma that SQLite does not report back after Open (a value the driver
+// or the build ignored): you never believe you have a durability you do not
+// have. Only Open can apply it: New returns an error for it (put the pragma
+// in the DSN of the *sql.DB you pass).
 func WithPragma(pragma string) Option {
 	return func(o *options) error {
 		o.openOnly = append(o.openOnly, "WithPragma")
 		if strings.TrimSpace(pragma) == "" {
 			return errors.New(`WithPragma(""): pass a pragma such as "synchronous(FULL)"`)
 		}
-		o.pragmas = append(o.pragmas, pragma)
+		p, err := parsePragma(pragma)
+		if err != nil {
+			return err
+		}
+		o.pragmas = append(o.pragmas, p)
 		return nil
 	}
 }
