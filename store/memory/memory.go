@@ -155,22 +155,20 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 	sh := s.shard(h)
 	sh.mu.Lock()
 	e, ok := sh.m[key]
+	f := store.Finding{Outcome: store.Acquired, Write: true, Lapsed: true} // absent: as if never claimed
+	if ok {
+		f = store.Classify(store.Record{Fingerprint: e.fingerprint, Status: e.status, Token: e.token, ExpiresAt: time.Unix(0, e.expiresAt)},
+			fingerprint, token, time.Unix(0, now))
+	}
 	switch {
-	case !ok || e.expiresAt <= now: // absent, or lapsed: as if never claimed
+	case f.Lapsed:
 		e = entry{fingerprint: fingerprint, token: token, expiresAt: addNanos(now, lease), status: store.StatusInProgress}
 		sh.m[key] = e
-		c.Outcome = store.Acquired
-	case e.fingerprint != fingerprint: // checked before in progress
-		c.Outcome = store.Mismatch
-	case e.status == store.StatusCompleted:
-		c.Outcome = store.Completed
-	case e.token == token: // in progress by this token: renew the lease
+	case f.Write: // in progress by this token: renew the lease
 		e.expiresAt = addNanos(now, lease)
 		sh.m[key] = e
-		c.Outcome = store.Acquired
-	default:
-		c.Outcome = store.InProgress
 	}
+	c.Outcome = f.Outcome
 	sh.mu.Unlock()
 	// e is a copy and its response is never written after Complete stored
 	// it, so the record (and its copy of the response) is built unlocked.

@@ -202,13 +202,10 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 		if err != nil {
 			return store.Claim{}, fmt.Errorf("redis: claim: key %q: %w", key, err)
 		}
-		switch {
-		case rec.Fingerprint != fingerprint:
-			return store.Claim{Outcome: store.Mismatch, Record: rec}, nil
-		case rec.Status == store.StatusCompleted:
-			return store.Claim{Outcome: store.Completed, Record: rec}, nil
-		case rec.Token != token:
-			return store.Claim{Outcome: store.InProgress, Record: rec}, nil
+		// Redis returned the value, so the key is live (PX expires it on
+		// the server's clock): no now to compare.
+		if f := store.Classify(rec, fingerprint, token, time.Time{}); !f.Write {
+			return store.Claim{Outcome: f.Outcome, Record: rec}, nil
 		}
 		// The caller's own record in progress: renew the lease, unless the
 		// record changed since we read it.
