@@ -63,7 +63,11 @@ func New(e *idem.Engine, opts ...Option) (func(http.Handler) http.Handler, error
 		m.tx = e.CanTransact()
 	}
 	if m.fp == nil {
-		m.fp = keyer.NewFingerprinter()
+		fp, err := keyer.NewFingerprinter()
+		if err != nil {
+			return nil, fmt.Errorf("httpidem: new: %w", err)
+		}
+		m.fp = fp
 	}
 	m.headers = newHeaderPolicy(m.allow, m.deny)
 	m.run = []idem.RunOption{idem.WithSameRequest(func(recorded, presented string) bool {

@@ -154,7 +154,7 @@ func TestSingleRequestStatuses(t *testing.T) {
 		{"two keys", nil, func() *http.Request { return newReq(`{}`, "a", "b") }, 400, httpidem.CodeKeyMalformed, 0},
 		{"key too long", nil, func() *http.Request { return newReq(`{}`, long) }, 400, httpidem.CodeKeyMalformed, 0},
 		{"unterminated string", nil, func() *http.Request { return newReq(`{}`, `"abc`) }, 400, httpidem.CodeKeyMalformed, 0},
-		{"body too large", []any{httpidem.WithFingerprinter(keyer.NewFingerprinter(keyer.WithMaxBody(8)))},
+		{"body too large", []any{httpidem.WithFingerprinter(mustFP(t, keyer.WithMaxBody(8)))},
 			func() *http.Request { return newReq(`{"amount":1990}`, "k") }, 413, httpidem.CodeBodyTooLarge, 0},
 		{"optional key absent", []any{httpidem.WithOptionalKey()}, func() *http.Request { return newReq(`{}`) }, 201, "", 1},
 		{"optional key malformed", []any{httpidem.WithOptionalKey()}, func() *http.Request { return newReq(`{}`, "a b") }, 400, httpidem.CodeKeyMalformed, 0},
@@ -233,7 +233,7 @@ func TestMismatch(t *testing.T) {
 
 func TestCanonicalJSONFingerprint(t *testing.T) {
 	h := &counting{}
-	mw := mustNew(t, newFakeStore(), httpidem.WithFingerprinter(keyer.NewFingerprinter(keyer.WithCanonicalJSON())))(h)
+	mw := mustNew(t, newFakeStore(), httpidem.WithFingerprinter(mustFP(t, keyer.WithCanonicalJSON())))(h)
 	require.Equal(t, 201, serve(mw, newReq(`{"amount":1990,"currency":"EUR"}`, "k")).Code)
 	w := serve(mw, newReq(`{ "currency": "EUR", "amount": 1990 }`, "k"))
 	require.Equal(t, 201, w.Code)
@@ -394,7 +394,7 @@ func mustScoped(t *testing.T, key string, scope ...string) string {
 
 func fpOf(t *testing.T, body string) string {
 	t.Helper()
-	fp, err := keyer.NewFingerprinter().Fingerprint(newReq(body, "k"))
+	fp, err := mustFP(t).Fingerprint(newReq(body, "k"))
 	require.NoError(t, err)
 	return fp
 }
@@ -686,4 +686,15 @@ func TestReplayHeaderOptions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mustFP returns keyer.NewFingerprinter(opts...), failing the test if it
+// fails.
+func mustFP(t testing.TB, opts ...keyer.FingerprintOption) *keyer.Fingerprinter {
+	t.Helper()
+	f, err := keyer.NewFingerprinter(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

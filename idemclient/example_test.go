@@ -54,7 +54,11 @@ func Example() {
 	srv := httptest.NewServer(lossy(mw(pay)))
 	defer srv.Close()
 
-	client := idemclient.NewClient()
+	client, err := idemclient.NewClient()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	resp, err := client.Post(srv.URL+"/payments", "application/json", strings.NewReader(`{"amount":1990}`))
 	if err != nil {
 		fmt.Println(err)
@@ -76,7 +80,11 @@ func ExampleWithKey() {
 	defer srv.Close()
 
 	ctx := idemclient.WithKey(context.Background(), "order-1234")
-	client := idemclient.NewClient()
+	client, err := idemclient.NewClient()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(`{"amount":1990}`))
 	resp, err := client.Do(req)
 	if err != nil {

@@ -8,12 +8,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	mrand "math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/idemkit/idemkit/internal/invalid"
+	"github.com/idemkit/idemkit/internal/retry"
+	"github.com/idemkit/idemkit/keyer"
 )
 
 // Header is the request header that carries the key.
@@ -23,16 +26,18 @@ const Header = "Idempotency-Key"
 // replayed response.
 const ReplayedHeader = "Idempotent-Replayed"
 
-// MaxKeyLen is the longest key WithKey accepts, in bytes (the limit of
-// httpidem and of the IETF draft's common practice).
-const MaxKeyLen = 255
+// MaxKeyLen is the longest key WithKey and WithKeyFunc may give, in
+// characters: keyer.MaxKeyLen, the client-key limit httpidem applies. (It is
+// not store.MaxKeyLen, the limit of the store key a server builds from the
+// client's key and its own scope.)
+const MaxKeyLen = keyer.MaxKeyLen
 
 // Defaults of the options.
 const (
-	DefaultMaxAttempts   = 4
-	DefaultMinBackoff    = 100 * time.Millisecond
-	DefaultMaxBackoff    = 5 * time.Second
-	DefaultMaxRetryAfter = 30 * time.Second
+	DefaultMaxAttempts   = retry.DefaultMaxAttempts
+	DefaultMinBackoff    = retry.DefaultMinBackoff
+	DefaultMaxBackoff    = retry.DefaultMaxBackoff
+	DefaultMaxRetryAfter = retry.DefaultMaxDelay
 )
 
 // Errors returned by the transport, matched with errors.Is.
@@ -41,83 +46,102 @@ var (
 	// context for a different request (method, URL or body). Nothing was
 	// sent.
 	ErrKeyReused = errors.New("idemclient: key reused for a different request")
-	// ErrInvalidKey: a key given with WithKey is empty, longer than
-	// MaxKeyLen, or holds a character outside printable ASCII. Nothing was
-	// sent.
+	// ErrInvalidKey: a key given with WithKey, or made by WithKeyFunc's
+	// function, breaks keyer's key rule (keyer.CheckKey: 1 to MaxKeyLen
+	// visible ASCII characters, no space anywhere, not "null"), so httpidem
+	// would refuse it. Nothing was sent.
 	ErrInvalidKey = errors.New("idemclient: invalid idempotency key")
+
+	// ErrInvalid is matched by errors.Is on the error of New and NewClient
+	// for a nil option or an invalid value. It is store.ErrInvalid and
+	// keyer.ErrInvalid (the same value).
+	ErrInvalid = keyer.ErrInvalid
 )
 
-// Option configures a Transport.
-type Option func(*Transport)
+// Option configures a Transport. An option returns an error for a value it
+// cannot use; New reports it (matching ErrInvalid) and builds nothing.
+type Option func(*Transport) error
 
 // WithBase sets the transport that sends each attempt (default
-// http.DefaultTransport).
+// http.DefaultTransport). A nil transport is an error.
 func WithBase(rt http.RoundTripper) Option {
-	return func(t *Transport) {
-		if rt != nil {
-			t.base = rt
+	return func(t *Transport) error {
+		if rt == nil {
+			return errors.New("WithBase(nil): pass a transport, or leave the option out for http.DefaultTransport")
 		}
+		t.base = rt
+		return nil
 	}
 }
 
 // WithMaxAttempts bounds the attempts of one call, the first included
-// (default 4). 1 disables retries. Values below 1 keep the default.
+// (default 4). 1 disables retries. A value below 1 is an error.
 func WithMaxAttempts(n int) Option {
-	return func(t *Transport) {
-		if n >= 1 {
-			t.maxAttempts = n
+	return func(t *Transport) error {
+		if err := retry.CheckAttempts("WithMaxAttempts", n); err != nil {
+			return err
 		}
+		t.policy.MaxAttempts = n
+		return nil
 	}
 }
 
 // WithBackoff sets the backoff between attempts that have no Retry-After:
 // attempt n waits a random time between half and all of min·2ⁿ, at most max
-// (defaults 100ms and 5s). Non-positive values keep the defaults.
+// (defaults 100ms and 5s). Values that are not positive, or a max below
+// min, are an error.
 func WithBackoff(min, max time.Duration) Option {
-	return func(t *Transport) {
-		if min > 0 {
-			t.minBackoff = min
+	return func(t *Transport) error {
+		if err := retry.CheckBackoff("WithBackoff", min, max); err != nil {
+			return err
 		}
-		if max > 0 {
-			t.maxBackoff = max
-		}
-		if t.maxBackoff < t.minBackoff {
-			t.maxBackoff = t.minBackoff
-		}
+		t.policy.MinBackoff, t.policy.MaxBackoff = min, max
+		return nil
 	}
 }
 
 // WithMaxRetryAfter sets the longest Retry-After the transport waits for
 // (default 30s); an answer asking for longer is returned to the caller.
-// Non-positive values keep the default.
+// A value that is not positive is an error.
 func WithMaxRetryAfter(d time.Duration) Option {
-	return func(t *Transport) {
-		if d > 0 {
-			t.maxRetryAfter = d
+	return func(t *Transport) error {
+		if err := retry.CheckDelay("WithMaxRetryAfter", d); err != nil {
+			return err
 		}
+		t.policy.MaxDelay = d
+		return nil
 	}
 }
 
 // WithMethods sets the methods that get an Idempotency-Key (default POST and
 // PATCH). Requests with other methods are sent without one (unless they
 // carry the header already) and retried only when their method is
-// idempotent by definition.
+// idempotent by definition. Methods are compared as httpidem compares them:
+// validated as HTTP tokens and upper-cased (keyer.CanonicalMethod), so
+// "post" means POST. WithMethods() with no method sends no keys. A method
+// that is not a token ("BAD METHOD", "") is an error.
 func WithMethods(methods ...string) Option {
-	return func(t *Transport) {
-		t.methods = make(map[string]bool, len(methods))
-		for _, m := range methods {
-			t.methods[strings.ToUpper(m)] = true
+	return func(t *Transport) error {
+		set, err := keyer.CanonicalMethods("WithMethods", methods...)
+		if err != nil {
+			return err
 		}
+		t.methods = set
+		return nil
 	}
 }
 
 // WithKeyFunc sets how fresh keys are made (default NewKey). The function
-// must return a distinct, valid key (see WithKey) on every call.
+// must return a distinct key valid under keyer.CheckKey on every call; a
+// call whose key is not valid fails with ErrInvalidKey before anything is
+// sent. A nil function is an error.
 func WithKeyFunc(fn func() string) Option {
-	return func(t *Transport) {
-		if fn != nil {
-			t.newKey = fn
+	return func(t *Transport) error {
+		if err := retry.CheckFunc("WithKeyFunc", fn == nil, "NewKey"); err != nil {
+			return err
 		}
+		t.newKey = fn
+		return nil
 	}
 }
 
@@ -126,41 +150,39 @@ func WithKeyFunc(fn func() string) Option {
 // documentation for when it retries. It is safe for concurrent use. Make
 // one with New; the zero value behaves as New() does.
 type Transport struct {
-	base          http.RoundTripper
-	maxAttempts   int
-	minBackoff    time.Duration
-	maxBackoff    time.Duration
-	maxRetryAfter time.Duration
-	methods       map[string]bool
-	newKey        func() string
-
-	// sleep waits d or until ctx is done; tests replace it.
-	sleep func(ctx context.Context, d time.Duration) error
+	base    http.RoundTripper
+	policy  retry.Policy // policy.Sleep is replaced by tests
+	methods map[string]bool
+	newKey  func() string
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
 
-// New returns a Transport configured by opts.
-func New(opts ...Option) *Transport {
+// New returns a Transport configured by opts. A nil option or an invalid
+// value is an error matching ErrInvalid that names the option and what to
+// pass instead.
+func New(opts ...Option) (*Transport, error) {
 	t := &Transport{
-		base:          http.DefaultTransport,
-		maxAttempts:   DefaultMaxAttempts,
-		minBackoff:    DefaultMinBackoff,
-		maxBackoff:    DefaultMaxBackoff,
-		maxRetryAfter: DefaultMaxRetryAfter,
-		methods:       map[string]bool{http.MethodPost: true, http.MethodPatch: true},
-		newKey:        NewKey,
-		sleep:         sleepCtx,
+		base:    http.DefaultTransport,
+		policy:  retry.Default(),
+		methods: map[string]bool{http.MethodPost: true, http.MethodPatch: true},
+		newKey:  NewKey,
 	}
-	for _, o := range opts {
-		o(t)
+	t.policy.Sleep = retry.Sleep
+	if err := invalid.Apply(t, opts); err != nil {
+		return nil, fmt.Errorf("idemclient: new: %w", err)
 	}
-	return t
+	return t, nil
 }
 
-// NewClient returns an *http.Client whose transport is New(opts...).
-func NewClient(opts ...Option) *http.Client {
-	return &http.Client{Transport: New(opts...)}
+// NewClient returns an *http.Client whose transport is New(opts...), or
+// New's error.
+func NewClient(opts ...Option) (*http.Client, error) {
+	t, err := New(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: t}, nil
 }
 
 // NewKey returns a fresh random key: 128 random bits as a UUID version 4.
@@ -229,14 +251,14 @@ func quote(key string) string {
 	return b.String()
 }
 
+// validKey applies keyer's key rule, the one httpidem applies.
 func validKey(key string) error {
-	if key == "" || len(key) > MaxKeyLen {
-		return fmt.Errorf("%w: length %d, want 1 to %d", ErrInvalidKey, len(key), MaxKeyLen)
-	}
-	for i := 0; i < len(key); i++ {
-		if key[i] < 0x20 || key[i] > 0x7e {
-			return fmt.Errorf("%w: byte %d is not printable ASCII", ErrInvalidKey, i)
+	if err := keyer.CheckKey(key); err != nil {
+		var ke *keyer.KeyError
+		if errors.As(err, &ke) {
+			return fmt.Errorf("%w: %s", ErrInvalidKey, ke.Detail)
 		}
+		return fmt.Errorf("%w: %w", ErrInvalidKey, err)
 	}
 	return nil
 }
@@ -248,12 +270,18 @@ var idempotentMethods = map[string]bool{
 }
 
 // defaultTransport is what a zero Transport uses.
-var defaultTransport = sync.OnceValue(func() *Transport { return New() })
+var defaultTransport = sync.OnceValue(func() *Transport {
+	t, err := New()
+	if err != nil {
+		panic(err) // New without options cannot fail
+	}
+	return t
+})
 
 // RoundTrip sends req, with its key, and retries it as the package
 // documentation says. It does not modify req.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if t.sleep == nil { // not made by New
+	if t.policy.Sleep == nil { // not made by New
 		t = defaultTransport()
 	}
 	ctx := req.Context()
@@ -272,21 +300,23 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			key = bk.key
 		} else {
 			key = t.newKey()
+			if err := validKey(key); err != nil {
+				closeBody(req)
+				return nil, err
+			}
 		}
 		header = quote(key)
 	}
 	keyed := header != "" || req.Header.Get(Header) != ""
 	rewindable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
-	retry := rewindable && (keyed || idempotentMethods[method])
-	attempts := t.maxAttempts
-	if !retry {
-		attempts = 1
-	}
+	again := rewindable && (keyed || idempotentMethods[method])
 
-	var lastErr error
-	tried := 0
-	for n := 0; ; n++ {
-		tried = n + 1
+	var (
+		resp    *http.Response
+		lastErr error // of the last attempt's RoundTrip
+		fatal   error // ends the call as it is
+	)
+	tried, err := t.policy.Loop(ctx, again, func(n int, last bool) (time.Duration, bool) {
 		r := req.Clone(ctx)
 		if header != "" {
 			r.Header.Set(Header, header)
@@ -294,32 +324,37 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if n > 0 && req.Body != nil && req.Body != http.NoBody {
 			body, err := req.GetBody()
 			if err != nil {
-				return nil, fmt.Errorf("idemclient: rewind the request body: %w", err)
+				fatal = fmt.Errorf("idemclient: rewind the request body: %w", err)
+				return 0, false
 			}
 			r.Body = body
 		}
-		resp, err := t.base.RoundTrip(r)
-		last := n+1 >= attempts
+		var err error
+		resp, err = t.base.RoundTrip(r)
 		if err != nil {
-			lastErr = err
+			resp, lastErr = nil, err
 			if last || ctx.Err() != nil {
-				break
+				return 0, false
 			}
-			if t.sleep(ctx, t.backoff(n)) != nil {
-				return nil, fmt.Errorf("idemclient: waiting to retry: %w", context.Cause(ctx))
-			}
-			continue
+			return t.policy.Backoff(n), true
 		}
+		lastErr = nil
 		wait, again := t.retryable(resp, keyed, n)
 		if !again || last {
-			return resp, nil
+			return 0, false
 		}
 		drain(resp)
-		if t.sleep(ctx, wait) != nil {
-			return nil, fmt.Errorf("idemclient: waiting to retry: %w", context.Cause(ctx))
-		}
-	}
-	if tried > 1 {
+		resp = nil
+		return wait, true
+	})
+	switch {
+	case fatal != nil:
+		return nil, fatal
+	case err != nil:
+		return nil, fmt.Errorf("idemclient: %w", err)
+	case resp != nil:
+		return resp, nil
+	case tried > 1:
 		return nil, fmt.Errorf("idemclient: %s: gave up after %d attempts: %w", method, tried, lastErr)
 	}
 	return nil, lastErr
@@ -382,24 +417,7 @@ func (t *Transport) retryable(resp *http.Response, keyed bool, n int) (time.Dura
 	default:
 		return 0, false
 	}
-	if !hasRA {
-		return t.backoff(n), true
-	}
-	if ra > t.maxRetryAfter {
-		return 0, false
-	}
-	// A little jitter so clients told the same second do not all return at
-	// once.
-	return ra + mrand.N(ra/10+time.Millisecond), true
-}
-
-// backoff is the wait after attempt n (0-based) failed without a Retry-After.
-func (t *Transport) backoff(n int) time.Duration {
-	d := t.maxBackoff
-	if n < 30 {
-		d = min(t.minBackoff<<n, t.maxBackoff)
-	}
-	return d/2 + mrand.N(d/2+1)
+	return t.policy.Wait(n, hasRA, ra)
 }
 
 // retryAfter parses a Retry-After value: delay seconds or an HTTP date.
@@ -430,19 +448,5 @@ func drain(resp *http.Response) {
 func closeBody(req *http.Request) {
 	if req.Body != nil {
 		req.Body.Close()
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }

@@ -20,6 +20,9 @@ import (
 	"github.com/idemkit/idemkit/httpidem"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/faultproxy"
+	"github.com/idemkit/idemkit/internal/retry"
+	"github.com/idemkit/idemkit/keyer"
+	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/memory"
 )
 
@@ -104,10 +107,10 @@ func (f *fastSleep) all() []time.Duration {
 	return append([]time.Duration(nil), f.waits...)
 }
 
-func newFast(opts ...Option) (*Transport, *fastSleep) {
+func newFast(t testing.TB, opts ...Option) (*Transport, *fastSleep) {
 	f := &fastSleep{}
-	tr := New(opts...)
-	tr.sleep = f.sleep
+	tr := mustNew(t, opts...)
+	tr.policy.Sleep = f.sleep
 	return tr, f
 }
 
@@ -135,7 +138,7 @@ func TestLostRepliesEachPaidOnce(t *testing.T) {
 	t.Cleanup(func() { px.Close() })
 	base := &http.Transport{}
 	t.Cleanup(base.CloseIdleConnections)
-	c := &http.Client{Transport: New(WithBase(base), WithBackoff(5*time.Millisecond, 20*time.Millisecond))}
+	c := &http.Client{Transport: mustNew(t, WithBase(base), WithBackoff(5*time.Millisecond, 20*time.Millisecond))}
 
 	const n = 8
 	for i := range n {
@@ -161,7 +164,7 @@ func TestInFlightConflictWaitsRetryAfter(t *testing.T) {
 		<-release
 	}
 	srv := idemServer(t, l, idem.WithLease(2*time.Second))
-	tr, f := newFast()
+	tr, f := newFast(t)
 	c := &http.Client{Transport: tr}
 	ctx := WithKey(t.Context(), "order-42")
 	body := `{"ref":"order-42","amount":5}`
@@ -245,7 +248,7 @@ func failTimes(n int, ra string) func(int, http.ResponseWriter, *http.Request) {
 func TestSameKeyAcrossRetriesNewKeyPerCall(t *testing.T) {
 	rec := &recorder{script: failTimes(2, "")}
 	srv := serve(t, rec)
-	tr, f := newFast()
+	tr, f := newFast(t)
 	c := &http.Client{Transport: tr}
 	resp, _ := post(t, c, t.Context(), srv.URL, `{"a":1}`)
 	assert.Equal(t, http.StatusCreated, resp.StatusCode)
@@ -303,7 +306,7 @@ func TestStatuses(t *testing.T) {
 			if !tc.keyed {
 				opts = append(opts, WithMethods())
 			}
-			tr, f := newFast(opts...)
+			tr, f := newFast(t, opts...)
 			req, err := http.NewRequestWithContext(t.Context(), tc.method, srv.URL, strings.NewReader("x"))
 			require.NoError(t, err)
 			resp, err := tr.RoundTrip(req)
@@ -347,7 +350,7 @@ func TestConnectionErrors(t *testing.T) {
 	t.Run("keyed POST is retried with its key", func(t *testing.T) {
 		rec := &recorder{script: hangUp(2)}
 		srv := serve(t, rec)
-		tr, _ := newFast(WithBase(&http.Transport{DisableKeepAlives: true}))
+		tr, _ := newFast(t, WithBase(&http.Transport{DisableKeepAlives: true}))
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, strings.NewReader("x"))
 		resp, err := tr.RoundTrip(req)
 		require.NoError(t, err)
@@ -360,7 +363,7 @@ func TestConnectionErrors(t *testing.T) {
 	t.Run("POST without key is not retried", func(t *testing.T) {
 		rec := &recorder{script: hangUp(1)}
 		srv := serve(t, rec)
-		tr, f := newFast(WithMethods(), WithBase(&http.Transport{DisableKeepAlives: true}))
+		tr, f := newFast(t, WithMethods(), WithBase(&http.Transport{DisableKeepAlives: true}))
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, strings.NewReader("x"))
 		_, err := tr.RoundTrip(req)
 		require.Error(t, err)
@@ -372,7 +375,7 @@ func TestConnectionErrors(t *testing.T) {
 		require.NoError(t, err)
 		addr := ln.Addr().String()
 		ln.Close() // nothing listens: every dial is refused
-		tr, f := newFast(WithMaxAttempts(3))
+		tr, f := newFast(t, WithMaxAttempts(3))
 		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+addr, strings.NewReader("x"))
 		_, err = tr.RoundTrip(req)
 		require.Error(t, err)
@@ -386,7 +389,7 @@ func TestConnectionErrors(t *testing.T) {
 func TestBodyNotRewindableIsSentOnce(t *testing.T) {
 	rec := &recorder{script: failTimes(1, "1")}
 	srv := serve(t, rec)
-	tr, _ := newFast()
+	tr, _ := newFast(t)
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, io.NopCloser(strings.NewReader("stream")))
 	require.NoError(t, err)
 	require.Nil(t, req.GetBody)
@@ -401,15 +404,15 @@ func TestBodyNotRewindableIsSentOnce(t *testing.T) {
 func TestWithKey(t *testing.T) {
 	rec := &recorder{script: func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) }}
 	srv := serve(t, rec)
-	c := &http.Client{Transport: New()}
-	ctx := WithKey(t.Context(), `order "7"`)
+	c := &http.Client{Transport: mustNew(t)}
+	ctx := WithKey(t.Context(), `order"7"`)
 
 	resp, _ := post(t, c, ctx, srv.URL, `{"amount":1}`)
 	assert.Equal(t, http.StatusCreated, resp.StatusCode)
-	assert.Equal(t, `order "7"`, KeyOf(resp))
+	assert.Equal(t, `order"7"`, KeyOf(resp))
 	resp, _ = post(t, c, ctx, srv.URL, `{"amount":1}`)
 	assert.Equal(t, http.StatusCreated, resp.StatusCode, "the same request may be sent again with its key")
-	assert.Equal(t, []string{`"order \"7\""`, `"order \"7\""`}, rec.seen())
+	assert.Equal(t, []string{`"order\"7\""`, `"order\"7\""`}, rec.seen())
 
 	for name, mk := range map[string]func() *http.Request{
 		"other body": func() *http.Request {
@@ -430,7 +433,7 @@ func TestWithKey(t *testing.T) {
 	}
 	assert.Len(t, rec.seen(), 2, "a refused request is not sent")
 
-	for _, bad := range []string{"", strings.Repeat("k", MaxKeyLen+1), "tab\there", "é"} {
+	for _, bad := range []string{"", strings.Repeat("k", MaxKeyLen+1), "tab\there", "é", "a b", " lead", "trail ", "null"} {
 		req, _ := http.NewRequestWithContext(WithKey(t.Context(), bad), http.MethodPost, srv.URL, strings.NewReader("x"))
 		_, err := c.Do(req)
 		assert.ErrorIs(t, err, ErrInvalidKey, "%q", bad)
@@ -441,7 +444,7 @@ func TestWithKey(t *testing.T) {
 func TestCallerHeaderKept(t *testing.T) {
 	rec := &recorder{script: failTimes(1, "")}
 	srv := serve(t, rec)
-	tr, _ := newFast()
+	tr, _ := newFast(t)
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, srv.URL, strings.NewReader("x"))
 	req.Header.Set(Header, `"mine"`)
 	resp, err := tr.RoundTrip(req)
@@ -456,7 +459,7 @@ func TestRequestNotModified(t *testing.T) {
 	rec := &recorder{script: failTimes(0, "")}
 	srv := serve(t, rec)
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, strings.NewReader("x"))
-	resp, err := New().RoundTrip(req)
+	resp, err := mustNew(t).RoundTrip(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Empty(t, req.Header.Get(Header))
@@ -467,10 +470,10 @@ func TestContextCancelledDuringWait(t *testing.T) {
 	rec := &recorder{script: failTimes(10, "20")}
 	srv := serve(t, rec)
 	ctx, cancel := context.WithCancel(t.Context())
-	tr := New()
-	tr.sleep = func(c context.Context, d time.Duration) error {
+	tr := mustNew(t)
+	tr.policy.Sleep = func(c context.Context, d time.Duration) error {
 		cancel()
-		return sleepCtx(c, d) // returns at once: ctx is done
+		return retry.Sleep(c, d) // returns at once: ctx is done
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("x"))
 	start := time.Now()
@@ -530,7 +533,7 @@ func TestWithKeyRedirect(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 	}}
 	srv := serve(t, rec)
-	c := &http.Client{Transport: New()}
+	c := &http.Client{Transport: mustNew(t)}
 	req, _ := http.NewRequestWithContext(WithKey(t.Context(), "k-redirect"), http.MethodPost, srv.URL+"/old", strings.NewReader("x"))
 	_, err := c.Do(req)
 	assert.ErrorIs(t, err, ErrKeyReused, "the key is not sent to another URL")
@@ -552,13 +555,82 @@ func TestContextCancelledDuringBackoff(t *testing.T) {
 	rec := &recorder{script: hangUp(10)}
 	srv := serve(t, rec)
 	ctx, cancel := context.WithCancel(t.Context())
-	tr := New(WithBase(&http.Transport{DisableKeepAlives: true}))
-	tr.sleep = func(c context.Context, d time.Duration) error {
+	tr := mustNew(t, WithBase(&http.Transport{DisableKeepAlives: true}))
+	tr.policy.Sleep = func(c context.Context, d time.Duration) error {
 		cancel()
-		return sleepCtx(c, d)
+		return retry.Sleep(c, d)
 	}
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("x"))
 	_, err := tr.RoundTrip(req)
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.Len(t, rec.seen(), 1)
+}
+
+// mustNew returns New(opts...), failing the test if it fails.
+func mustNew(t testing.TB, opts ...Option) *Transport {
+	t.Helper()
+	tr, err := New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// TestKeyRuleIsKeyers: the transport sends exactly the keys the server side
+// (keyer.ParseValue, which httpidem uses) accepts in the form it sends them.
+func TestKeyRuleIsKeyers(t *testing.T) {
+	for _, key := range []string{"k", "a b", " lead", "trail ", "null", `q"uote`, `back\slash`, "é", "tab\t", strings.Repeat("k", MaxKeyLen), strings.Repeat("k", MaxKeyLen+1), "~!#$"} {
+		_, serverErr := keyer.ParseValue(quote(key))
+		clientErr := validKey(key)
+		if (serverErr == nil) != (clientErr == nil) {
+			t.Errorf("key %q: server says %v, client says %v", key, serverErr, clientErr)
+		}
+		if clientErr != nil && !errors.Is(clientErr, ErrInvalidKey) {
+			t.Errorf("key %q: %v does not match ErrInvalidKey", key, clientErr)
+		}
+	}
+}
+
+func TestKeyFuncKeysAreChecked(t *testing.T) {
+	rec := &recorder{script: func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) }}
+	srv := serve(t, rec)
+	c := &http.Client{Transport: mustNew(t, WithKeyFunc(func() string { return "a b" }))}
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, strings.NewReader("x"))
+	_, err := c.Do(req)
+	assert.ErrorIs(t, err, ErrInvalidKey)
+	assert.Empty(t, rec.seen(), "an invalid key is not sent")
+}
+
+func TestOptionsRefuseBadValues(t *testing.T) {
+	for name, opt := range map[string]Option{
+		"nil option":                 nil,
+		"WithMaxAttempts(0)":         WithMaxAttempts(0),
+		"WithMaxAttempts(-1)":        WithMaxAttempts(-1),
+		"WithBase(nil)":              WithBase(nil),
+		"WithBackoff(0, 1s)":         WithBackoff(0, time.Second),
+		"WithBackoff(2s, 1s)":        WithBackoff(2*time.Second, time.Second),
+		"WithMaxRetryAfter(0)":       WithMaxRetryAfter(0),
+		"WithKeyFunc(nil)":           WithKeyFunc(nil),
+		`WithMethods("BAD METHOD")`:  WithMethods("BAD METHOD"),
+		`WithMethods("")`:            WithMethods(""),
+		`WithMethods("POST", "a/b")`: WithMethods("POST", "a/b"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			tr, err := New(WithMaxAttempts(2), opt)
+			assert.Nil(t, tr)
+			require.ErrorIs(t, err, ErrInvalid)
+			assert.ErrorIs(t, err, store.ErrInvalid, "the one sentinel")
+			assert.Equal(t, 1, strings.Count(err.Error(), "invalid argument"), "said once: %v", err)
+			assert.True(t, strings.HasPrefix(err.Error(), "idemclient: new: "), err.Error())
+			c, err := NewClient(opt)
+			assert.Nil(t, c)
+			assert.ErrorIs(t, err, ErrInvalid)
+		})
+	}
+}
+
+func TestWithMethodsCanonical(t *testing.T) {
+	tr := mustNew(t, WithMethods("post", "Put"))
+	assert.Equal(t, map[string]bool{"POST": true, "PUT": true}, tr.methods)
+	assert.Empty(t, mustNew(t, WithMethods()).methods, "no method gets a key")
 }

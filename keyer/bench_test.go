@@ -33,7 +33,7 @@ func BenchmarkFingerprint(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		f    *keyer.Fingerprinter
-	}{{"raw", keyer.NewFingerprinter()}, {"canonical-json", keyer.NewFingerprinter(keyer.WithCanonicalJSON())}} {
+	}{{"raw", newFP(b)}, {"canonical-json", newFP(b, keyer.WithCanonicalJSON())}} {
 		b.Run(c.name, func(b *testing.B) {
 			r := newReq()
 			b.ReportAllocs()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -33,7 +34,11 @@ var errNotCanonical = errors.New("keyer: not canonicalisable JSON")
 // anything it cannot canonicalise safely: invalid JSON, invalid UTF-8 or a
 // lone UTF-16 surrogate escape (which decoders silently replace), an object
 // with a duplicated member name (parsers disagree on which one wins),
-// trailing data after the document, or nesting deeper than 256.
+// trailing data after the document, or nesting deeper than 256. Member
+// names are duplicated when they are equal ignoring case, as encoding/json
+// compares them when it fills a struct ({"amount":1,"AMOUNT":1000} decodes
+// as 1000, {"AMOUNT":1000,"amount":1} as 1): hashed raw, the two keep
+// different fingerprints, so neither replays the other's answer.
 func CanonicalJSON(body []byte, omit ...string) ([]byte, bool) {
 	out, err := canonicalJSON(nil, body, omit)
 	return out, err == nil
@@ -116,6 +121,7 @@ func (p *parser) object(dst []byte, depth int) ([]byte, error) {
 	p.ws()
 	var ms []member
 	var vals []byte
+	var folded []string // every member's name, omitted ones too, case-folded
 	if p.pos < len(p.in) && p.in[p.pos] == '}' {
 		p.pos++
 		return append(dst, '{', '}'), nil
@@ -140,6 +146,7 @@ func (p *parser) object(dst []byte, depth int) ([]byte, error) {
 			return nil, err
 		}
 		name := string(nameBytes)
+		folded = append(folded, foldName(name))
 		if depth == 0 && slices.Contains(p.omit, name) {
 			vals = vals[:start]
 		} else {
@@ -159,12 +166,20 @@ func (p *parser) object(dst []byte, depth int) ([]byte, error) {
 		p.pos++
 		break
 	}
-	slices.SortFunc(ms, func(a, b member) int { return strings.Compare(a.name, b.name) })
-	for i := 1; i < len(ms); i++ {
-		if ms[i].name == ms[i-1].name {
-			return nil, errNotCanonical
+	// encoding/json matches member names to struct fields without regard
+	// to case, and the last of several matching members wins: names that
+	// are equal when case-folded (exact duplicates among them) make the
+	// document's meaning depend on member order, which canonical form
+	// throws away. Such a document is not canonicalised.
+	if len(folded) > 1 {
+		slices.Sort(folded)
+		for i := 1; i < len(folded); i++ {
+			if folded[i] == folded[i-1] {
+				return nil, errNotCanonical
+			}
 		}
 	}
+	slices.SortFunc(ms, func(a, b member) int { return strings.Compare(a.name, b.name) })
 	dst = append(dst, '{')
 	for i, m := range ms {
 		if i > 0 {
@@ -351,4 +366,35 @@ func appendString(dst, s []byte) []byte {
 		}
 	}
 	return append(dst, '"')
+}
+
+// foldName returns name with every character replaced by the smallest
+// character of its Unicode simple case-folding orbit, so that
+// foldName(a) == foldName(b) exactly when strings.EqualFold(a, b), the
+// comparison encoding/json uses for member names.
+func foldName(name string) string {
+	ascii := true
+	for i := 0; i < len(name); i++ {
+		if name[i] >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		// k and s fold with the Kelvin sign and the long s, which are not
+		// ASCII: an all-ASCII name folds to its lower case.
+		return strings.ToLower(name)
+	}
+	var b strings.Builder
+	for _, r := range name {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		if least < utf8.RuneSelf && least >= 'A' && least <= 'Z' {
+			least += 'a' - 'A' // as the ASCII path: K (and the Kelvin sign) fold to k
+		}
+		b.WriteRune(least)
+	}
+	return b.String()
 }

@@ -31,7 +31,11 @@ func ExampleScopedKey() {
 }
 
 func ExampleFingerprinter() {
-	f := keyer.NewFingerprinter(keyer.WithoutFields("sent_at"))
+	f, err := keyer.NewFingerprinter(keyer.WithoutFields("sent_at"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	a := httptest.NewRequest("POST", "/payments", strings.NewReader(`{"amount": 1990, "sent_at": 1}`))
 	a.Header.Set("Content-Type", "application/json")
 	b := httptest.NewRequest("POST", "/payments", strings.NewReader(`{"sent_at":2,"amount":1990}`))

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/idemkit/idemkit/internal/invalid"
 )
 
 // FingerprintVersion prefixes every fingerprint, followed by a colon. It
@@ -35,17 +37,28 @@ type Fingerprinter struct {
 	maxBody int64
 }
 
-// FingerprintOption configures a Fingerprinter.
-type FingerprintOption func(*Fingerprinter)
+// FingerprintOption configures a Fingerprinter. An option returns an error
+// for a value it cannot use; NewFingerprinter reports it (matching
+// ErrInvalid) and builds nothing.
+type FingerprintOption func(*Fingerprinter) error
 
 // WithHeaders includes the named request headers (all their values, in
 // order) in the fingerprint. Names are case-insensitive. By default no header
-// is included.
+// is included. A name that is not an HTTP token ("", "bad header"), or no
+// name at all, is an error at NewFingerprinter.
 func WithHeaders(names ...string) FingerprintOption {
-	return func(f *Fingerprinter) {
-		for _, n := range names {
-			f.headers = append(f.headers, http.CanonicalHeaderKey(n))
+	return func(f *Fingerprinter) error {
+		if len(names) == 0 {
+			return errors.New("WithHeaders(): pass at least one header name, or leave the option out")
 		}
+		for _, n := range names {
+			c, err := CanonicalHeader(n)
+			if err != nil {
+				return fmt.Errorf("WithHeaders: %w", err)
+			}
+			f.headers = append(f.headers, c)
+		}
+		return nil
 	}
 }
 
@@ -53,43 +66,58 @@ func WithHeaders(names ...string) FingerprintOption {
 // CanonicalJSON): key order and whitespace then do not change the
 // fingerprint; number and string values do. It applies to bodies whose
 // Content-Type is application/json or ends in +json; other bodies, and JSON
-// that cannot be canonicalised safely, are hashed as raw bytes under a
-// different tag, so they can never collide with a canonical one.
+// that cannot be canonicalised safely (member names that differ only in
+// case among them), are hashed as raw bytes under a different tag, so they
+// can never collide with a canonical one.
 func WithCanonicalJSON() FingerprintOption {
-	return func(f *Fingerprinter) { f.json = true }
+	return func(f *Fingerprinter) error { f.json = true; return nil }
 }
 
 // WithoutFields leaves the named top-level members of a JSON object body out
 // of the fingerprint (a client timestamp, a nonce). It implies
-// WithCanonicalJSON. Names match exactly (case-sensitive).
+// WithCanonicalJSON. Names match exactly (case-sensitive); a body that also
+// holds a member whose name differs from an omitted one only in case is
+// hashed raw (see CanonicalJSON). An empty name, or no name at all, is an
+// error at NewFingerprinter.
 func WithoutFields(names ...string) FingerprintOption {
-	return func(f *Fingerprinter) {
+	return func(f *Fingerprinter) error {
+		if len(names) == 0 {
+			return errors.New("WithoutFields(): pass at least one member name, or leave the option out")
+		}
+		if slices.Contains(names, "") {
+			return errors.New(`WithoutFields: empty member name: pass the names of the members to leave out`)
+		}
 		f.json = true
 		f.omit = append(f.omit, names...)
+		return nil
 	}
 }
 
 // WithMaxBody sets the largest body Fingerprint reads, in bytes; a longer
-// body gives ErrBodyTooLarge. The default is DefaultMaxBody. n <= 0 keeps
-// the default.
+// body gives ErrBodyTooLarge. The default is DefaultMaxBody. A limit that is
+// not positive is an error at NewFingerprinter.
 func WithMaxBody(n int64) FingerprintOption {
-	return func(f *Fingerprinter) {
-		if n > 0 {
-			f.maxBody = n
+	return func(f *Fingerprinter) error {
+		if n <= 0 {
+			return fmt.Errorf("WithMaxBody(%d): pass a positive number of bytes", n)
 		}
+		f.maxBody = n
+		return nil
 	}
 }
 
 // NewFingerprinter returns a Fingerprinter. With no options it hashes the
 // method, the path and query, and the raw body of up to DefaultMaxBody bytes.
-func NewFingerprinter(opts ...FingerprintOption) *Fingerprinter {
+// A nil option or an invalid value is an error matching ErrInvalid (and
+// store.ErrInvalid), which names the option and what to pass instead.
+func NewFingerprinter(opts ...FingerprintOption) (*Fingerprinter, error) {
 	f := &Fingerprinter{maxBody: DefaultMaxBody}
-	for _, o := range opts {
-		o(f)
+	if err := invalid.Apply(f, opts); err != nil {
+		return nil, fmt.Errorf("keyer: new fingerprinter: %w", err)
 	}
 	slices.Sort(f.headers)
 	f.headers = slices.Compact(f.headers)
-	return f
+	return f, nil
 }
 
 // MaxBody returns the body size limit in bytes.

@@ -14,6 +14,17 @@ import (
 	"github.com/idemkit/idemkit/keyer"
 )
 
+// newFP returns a Fingerprinter made with opts, failing the test if it
+// cannot be made.
+func newFP(t testing.TB, opts ...keyer.FingerprintOption) *keyer.Fingerprinter {
+	t.Helper()
+	f, err := keyer.NewFingerprinter(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 func req(t *testing.T, method, target, ctype, body string, hdr ...string) *http.Request {
 	t.Helper()
 	r := httptest.NewRequest(method, target, strings.NewReader(body))
@@ -40,10 +51,10 @@ func fp(t *testing.T, f *keyer.Fingerprinter, r *http.Request) string {
 
 func TestFingerprintSameAndDifferent(t *testing.T) {
 	const ct = "application/json"
-	plain := keyer.NewFingerprinter()
-	canon := keyer.NewFingerprinter(keyer.WithCanonicalJSON())
-	omit := keyer.NewFingerprinter(keyer.WithoutFields("sent_at"))
-	hdrs := keyer.NewFingerprinter(keyer.WithHeaders("x-tenant"))
+	plain := newFP(t)
+	canon := newFP(t, keyer.WithCanonicalJSON())
+	omit := newFP(t, keyer.WithoutFields("sent_at"))
+	hdrs := newFP(t, keyer.WithHeaders("x-tenant"))
 	base := func() *http.Request { return req(t, "POST", "/payments?x=1", ct, `{"amount":1990,"currency":"EUR"}`) }
 	tests := []struct {
 		name string
@@ -89,7 +100,7 @@ func TestFingerprintSameAndDifferent(t *testing.T) {
 }
 
 func TestFingerprintHeaderValues(t *testing.T) {
-	f := keyer.NewFingerprinter(keyer.WithHeaders("X-A", "x-b", "X-A"))
+	f := newFP(t, keyer.WithHeaders("X-A", "x-b", "X-A"))
 	r1 := req(t, "POST", "/", "", "", "X-A", "1,2")
 	r2 := req(t, "POST", "/", "", "", "X-A", "1", "X-A", "2")
 	r3 := req(t, "POST", "/", "", "", "X-B", "1,2")
@@ -99,7 +110,7 @@ func TestFingerprintHeaderValues(t *testing.T) {
 }
 
 func TestFingerprintBodyStaysReadable(t *testing.T) {
-	f := keyer.NewFingerprinter()
+	f := newFP(t)
 	r := req(t, "POST", "/", "", "hello body")
 	fp(t, f, r)
 	got, err := io.ReadAll(r.Body)
@@ -119,7 +130,7 @@ func TestFingerprintBodyStaysReadable(t *testing.T) {
 }
 
 func TestFingerprintBodyLimit(t *testing.T) {
-	f := keyer.NewFingerprinter(keyer.WithMaxBody(10))
+	f := newFP(t, keyer.WithMaxBody(10))
 	if f.MaxBody() != 10 {
 		t.Fatalf("MaxBody = %d", f.MaxBody())
 	}
@@ -232,7 +243,7 @@ func decode(t *testing.T, b []byte) any {
 // the body are refused.
 func TestFingerprintBodyRewinds(t *testing.T) {
 	r := httptest.NewRequest(http.MethodPost, "/p", strings.NewReader("hello"))
-	if _, err := keyer.NewFingerprinter().Fingerprint(r); err != nil {
+	if _, err := newFP(t).Fingerprint(r); err != nil {
 		t.Fatal(err)
 	}
 	first, _ := io.ReadAll(r.Body)

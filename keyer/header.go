@@ -10,8 +10,11 @@ import (
 // Header is the canonical name of the Idempotency-Key header field.
 const Header = "Idempotency-Key"
 
-// MaxKeyLen is the longest key Parse accepts, in characters (all ASCII, so
-// also in bytes).
+// MaxKeyLen is the longest client key, in characters (all ASCII, so also
+// in bytes): the limit of the Idempotency-Key a client sends, which Parse,
+// CheckKey, httpidem and idemclient all apply (idemclient.MaxKeyLen is this
+// constant). It is not the limit of a store key (store.MaxKeyLen, equal to
+// MaxStoreKeyLen), which holds the client's key with its scope.
 const MaxKeyLen = 255
 
 // Sentinel errors matched by errors.Is on the *KeyError that Parse and

@@ -9,8 +9,15 @@ import (
 
 // Limits every backend accepts. Keys, fingerprints and tokens must also be
 // valid UTF-8 without NUL bytes, so that every backend can store them as text.
+//
+// MaxKeyLen is the limit of a store key: what a Store is given, the
+// client's key once the server has scoped it (keyer.ScopedKey: tenant,
+// user, route and the client's key, each with its length). It is not the
+// limit of a client's Idempotency-Key, keyer.MaxKeyLen (255 visible ASCII
+// characters), which idemclient and httpidem apply; keyer.MaxStoreKeyLen
+// equals this one.
 const (
-	MaxKeyLen         = 1024 // bytes
+	MaxKeyLen         = 1024 // bytes, of a store (scoped) key
 	MaxFingerprintLen = 1024 // bytes
 	MaxTokenLen       = 128  // bytes
 )

@@ -89,5 +89,5 @@ func ExampleErrLeaseLost() {
 	// Output:
 	// true
 	// true
-	// true memory: claim: store: invalid argument: empty key
+	// true memory: claim: invalid argument: empty key
 }

@@ -78,23 +78,26 @@ func Schemes() []string {
 // and opens nothing. Backends that connect to a server do so within ctx and
 // fail when it cannot be reached.
 //
+// No error of Open holds a password: the URL is shown with its user info's
+// password and password parameters (password=, sslpassword=, ...) as
+// "xxxxx" (RedactURL), and every occurrence of them in a backend's or
+// driver's error is replaced (RedactError). A password must be
+// percent-encoded (url.UserPassword does it): a URL in which an unescaped
+// @ : / ? or # puts part of it outside the user info is refused with an
+// error that quotes nothing of the URL.
+//
 // The Store returned owns its pool or client: call Close(s) when done. A SQL
 // store's table is not created by Open: call Migrate(ctx, s), or run the
 // backend's Schema in your own migrations.
 func Open(ctx context.Context, rawURL string) (Store, error) {
-	u, err := url.Parse(rawURL)
+	u, err := parseURL(rawURL)
 	if err != nil {
-		// url.Error repeats the URL, which may hold a password: say only
-		// what is wrong with it.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("store: open: %w: malformed URL: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("store: open: %w", err)
 	}
+	secrets := Secrets(u)
 	shown := rawURL // as the caller wrote it, unless it holds a password
-	if _, hasPassword := u.User.Password(); hasPassword {
-		shown = u.Redacted()
+	if len(secrets) > 0 {
+		shown = RedactURL(u)
 	}
 	if u.Scheme == "" {
 		return nil, fmt.Errorf("store: open: %w: URL %q has no scheme (registered: %s)", ErrInvalid, shown, strings.Join(Schemes(), ", "))
@@ -111,9 +114,59 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 	}
 	s, err := open(ctx, u)
 	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", shown, err)
+		// Whatever the backend or its driver wrote, no password leaves.
+		return nil, RedactError(fmt.Errorf("store: open %s: %w", shown, err), secrets...)
 	}
 	return s, nil
+}
+
+// urlHint is what a malformed URL's error suggests.
+const urlHint = "percent-encode @ : / ? # % and spaces in the user name and password (url.UserPassword does it)"
+
+// parseURL parses rawURL, refusing the shapes in which a password with an
+// unescaped character ends up outside the user info (in the host, the
+// port, the path, the query or a fragment), where it would be shown or sent
+// as something else. Its errors quote nothing of rawURL.
+func parseURL(rawURL string) (*url.URL, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		// url.Error repeats the URL and its inner error may quote a part
+		// of it (`invalid port ":<password>" after host`): say only what
+		// kind of thing is wrong.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("%w: malformed URL: %s; %s", ErrInvalid, unquote(err.Error()), urlHint)
+	}
+	if u.Fragment != "" || strings.Contains(rawURL, "#") {
+		return nil, fmt.Errorf("%w: malformed URL: it has a fragment (#...), which no store URL takes; %s", ErrInvalid, urlHint)
+	}
+	if u.User == nil && u.Host != "" {
+		if _, rest, ok := strings.Cut(rawURL, "://"); ok && strings.Contains(rest, "@") {
+			return nil, fmt.Errorf("%w: malformed URL: an @ outside the user info; %s (and @ in a query value as %%40)", ErrInvalid, urlHint)
+		}
+	}
+	return u, nil
+}
+
+// unquote drops every double-quoted part of an error text of net/url.
+func unquote(msg string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(msg, '"')
+		if i < 0 {
+			b.WriteString(msg)
+			break
+		}
+		b.WriteString(msg[:i])
+		j := strings.IndexByte(msg[i+1:], '"')
+		if j < 0 {
+			break
+		}
+		msg = msg[i+1+j+1:]
+	}
+	return strings.Join(strings.Fields(b.String()), " ")
 }
 
 // backendHint guesses the package of idemkit that serves scheme, for the
@@ -243,6 +296,67 @@ func (p *URLParams) Rest() url.Values {
 		}
 	}
 	return rest
+}
+
+// DriverPrefix marks a query parameter passed through to the server on
+// purpose: Driver hands var.NAME=value to the driver as NAME=value (a
+// PostgreSQL run-time parameter, a MySQL session variable), for a setting
+// the backend does not list among its driver's own parameters.
+const DriverPrefix = "var."
+
+// Driver returns the parameters a backend hands to its driver (pgx,
+// go-sql-driver/mysql): those named in names, which are the driver's own
+// and pass as they are, and every var.NAME=value, which passes as
+// NAME=value (see DriverPrefix). It marks them as known; any other
+// parameter not yet looked at stays unknown, and Done reports it, so a
+// misspelt ?tabel=x is an error before anything connects instead of a
+// setting the server refuses (or, for a driver that turns unknown
+// parameters into SET statements, runs). NAME must be letters, digits, _
+// and . only.
+func (p *URLParams) Driver(names ...string) url.Values {
+	out := url.Values{}
+	for k, vs := range p.q {
+		if p.used[k] {
+			continue
+		}
+		if slices.Contains(names, k) {
+			p.used[k] = true
+			if _, dup := out[k]; dup {
+				p.errs = append(p.errs, fmt.Errorf("parameter %q given twice, as %s and as %s%s", k, k, DriverPrefix, k))
+				continue
+			}
+			out[k] = vs
+			continue
+		}
+		name, ok := strings.CutPrefix(k, DriverPrefix)
+		if !ok {
+			continue
+		}
+		p.used[k] = true
+		if !plainName(name) {
+			p.errs = append(p.errs, fmt.Errorf("parameter %q: pass a setting's name after %q: letters, digits, _ and . only", k, DriverPrefix))
+			continue
+		}
+		if _, dup := out[name]; dup {
+			p.errs = append(p.errs, fmt.Errorf("parameter %q given twice, as %s and as %s%s", name, name, DriverPrefix, name))
+			continue
+		}
+		out[name] = vs
+	}
+	return out
+}
+
+func plainName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // Done returns an error matching ErrInvalid for every malformed value and

@@ -29,5 +29,5 @@ func ExampleOpen() {
 	fmt.Println(err)
 	// Output:
 	// acquired <nil>
-	// store: open memory://?tabel=x: memory: store: invalid argument: unknown parameter(s) tabel
+	// store: open memory://?tabel=x: memory: invalid argument: unknown parameter(s) tabel
 }

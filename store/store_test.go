@@ -67,7 +67,7 @@ func TestChecks(t *testing.T) {
 			if !errors.Is(tt.err, store.ErrInvalid) {
 				t.Fatalf("got %v, want an error matching ErrInvalid", tt.err)
 			}
-			if want := "store: invalid argument: " + tt.wantMsg; tt.err.Error() != want {
+			if want := "invalid argument: " + tt.wantMsg; tt.err.Error() != want {
 				t.Errorf("message %q, want %q", tt.err.Error(), want)
 			}
 		})

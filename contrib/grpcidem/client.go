@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -17,14 +16,18 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/idemkit/idemkit/internal/invalid"
+	"github.com/idemkit/idemkit/internal/retry"
+	"github.com/idemkit/idemkit/keyer"
 )
 
 // Defaults of the client options.
 const (
-	DefaultMaxAttempts   = 4
-	DefaultMinBackoff    = 100 * time.Millisecond
-	DefaultMaxBackoff    = 5 * time.Second
-	DefaultMaxRetryDelay = 30 * time.Second
+	DefaultMaxAttempts   = retry.DefaultMaxAttempts
+	DefaultMinBackoff    = retry.DefaultMinBackoff
+	DefaultMaxBackoff    = retry.DefaultMaxBackoff
+	DefaultMaxRetryDelay = retry.DefaultMaxDelay
 )
 
 // Errors of the client interceptor, matched with errors.Is. Nothing was sent
@@ -33,76 +36,88 @@ var (
 	// ErrKeyReused: a key given with WithKey was already sent with a
 	// different method or request message.
 	ErrKeyReused = errors.New("grpcidem: key reused for a different request")
-	// ErrInvalidKey: a key given with WithKey is empty, longer than 255
-	// bytes, or holds a character outside visible ASCII.
+	// ErrInvalidKey: a key given with WithKey, or made by WithKeyFunc's
+	// function, breaks keyer's key rule (keyer.CheckKey: 1 to
+	// keyer.MaxKeyLen visible ASCII characters, not "null"), the rule the
+	// server interceptor applies too.
 	ErrInvalidKey = errors.New("grpcidem: invalid idempotency key")
 )
 
-// ClientOption configures UnaryClientInterceptor.
-type ClientOption func(*client)
+// ClientOption configures UnaryClientInterceptor. An option returns an
+// error for a value it cannot use; UnaryClientInterceptor reports it
+// (matching store.ErrInvalid) and builds nothing.
+type ClientOption func(*client) error
 
 // WithMaxAttempts bounds the attempts of one call, the first included
-// (default 4); 1 disables retries. Values below 1 keep the default.
+// (default 4); 1 disables retries. A value below 1 is an error.
 func WithMaxAttempts(n int) ClientOption {
-	return func(c *client) {
-		if n >= 1 {
-			c.maxAttempts = n
+	return func(c *client) error {
+		if err := retry.CheckAttempts("WithMaxAttempts", n); err != nil {
+			return err
 		}
+		c.policy.MaxAttempts = n
+		return nil
 	}
 }
 
 // WithBackoff sets the backoff between attempts that have no RetryInfo:
 // attempt n waits a random time between half and all of lo·2ⁿ, at most hi
-// (defaults 100ms and 5s). Non-positive values keep the defaults.
+// (defaults 100ms and 5s). Values that are not positive, or hi below lo,
+// are an error.
 func WithBackoff(lo, hi time.Duration) ClientOption {
-	return func(c *client) {
-		if lo > 0 {
-			c.minBackoff = lo
+	return func(c *client) error {
+		if err := retry.CheckBackoff("WithBackoff", lo, hi); err != nil {
+			return err
 		}
-		if hi > 0 {
-			c.maxBackoff = hi
-		}
-		c.maxBackoff = max(c.maxBackoff, c.minBackoff)
+		c.policy.MinBackoff, c.policy.MaxBackoff = lo, hi
+		return nil
 	}
 }
 
 // WithMaxRetryDelay sets the longest RetryInfo delay the client waits for
-// (default 30s); a longer one ends the call with the server's status.
+// (default 30s); a longer one ends the call with the server's status. A
+// value that is not positive is an error.
 func WithMaxRetryDelay(d time.Duration) ClientOption {
-	return func(c *client) {
-		if d > 0 {
-			c.maxRetryDelay = d
+	return func(c *client) error {
+		if err := retry.CheckDelay("WithMaxRetryDelay", d); err != nil {
+			return err
 		}
+		c.policy.MaxDelay = d
+		return nil
 	}
 }
 
 // WithKeyedMethods sets which methods get a key (default: all). Calls of
-// other methods are sent as they are and never retried.
+// other methods are sent as they are and never retried. A nil function is
+// an error.
 func WithKeyedMethods(fn func(fullMethod string) bool) ClientOption {
-	return func(c *client) {
-		if fn != nil {
-			c.keyed = fn
+	return func(c *client) error {
+		if err := retry.CheckFunc("WithKeyedMethods", fn == nil, "every method"); err != nil {
+			return err
 		}
+		c.keyed = fn
+		return nil
 	}
 }
 
-// WithKeyFunc sets how fresh keys are made (default: a random UUID v4).
+// WithKeyFunc sets how fresh keys are made (default: a random UUID v4). The
+// function must return a distinct key valid under keyer.CheckKey on every
+// call; a call whose key is not valid fails with ErrInvalidKey before
+// anything is sent. A nil function is an error.
 func WithKeyFunc(fn func() string) ClientOption {
-	return func(c *client) {
-		if fn != nil {
-			c.newKey = fn
+	return func(c *client) error {
+		if err := retry.CheckFunc("WithKeyFunc", fn == nil, "random UUIDs"); err != nil {
+			return err
 		}
+		c.newKey = fn
+		return nil
 	}
 }
 
 type client struct {
-	maxAttempts   int
-	minBackoff    time.Duration
-	maxBackoff    time.Duration
-	maxRetryDelay time.Duration
-	keyed         func(string) bool
-	newKey        func() string
-	sleep         func(context.Context, time.Duration) error
+	policy retry.Policy // policy.Sleep is replaced by tests
+	keyed  func(string) bool
+	newKey func() string
 }
 
 type ctxKey struct{}
@@ -152,37 +167,37 @@ func newKey() string {
 
 // UnaryClientInterceptor returns an interceptor that sends one idempotency
 // key per logical call and retries the call with it, as the package
-// documentation says.
-func UnaryClientInterceptor(opts ...ClientOption) grpc.UnaryClientInterceptor {
-	return newClient(opts...).intercept
+// documentation says. A nil option or an invalid value is an error matching
+// store.ErrInvalid that names the option and what to pass instead.
+func UnaryClientInterceptor(opts ...ClientOption) (grpc.UnaryClientInterceptor, error) {
+	c, err := newClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return c.intercept, nil
 }
 
-func newClient(opts ...ClientOption) *client {
+func newClient(opts ...ClientOption) (*client, error) {
 	c := &client{
-		maxAttempts:   DefaultMaxAttempts,
-		minBackoff:    DefaultMinBackoff,
-		maxBackoff:    DefaultMaxBackoff,
-		maxRetryDelay: DefaultMaxRetryDelay,
-		keyed:         func(string) bool { return true },
-		newKey:        newKey,
-		sleep:         sleepCtx,
+		policy: retry.Default(),
+		keyed:  func(string) bool { return true },
+		newKey: newKey,
 	}
-	for _, o := range opts {
-		if o != nil {
-			o(c)
-		}
+	c.policy.Sleep = retry.Sleep
+	if err := invalid.Apply(c, opts); err != nil {
+		return nil, fmt.Errorf("grpcidem: client interceptor: %w", err)
 	}
-	return c
+	return c, nil
 }
 
+// validKey applies keyer's key rule, the one the server interceptor applies.
 func validKey(key string) error {
-	if key == "" || len(key) > 255 {
-		return fmt.Errorf("%w: length %d, want 1 to 255", ErrInvalidKey, len(key))
-	}
-	for i := 0; i < len(key); i++ {
-		if key[i] < 0x21 || key[i] > 0x7e {
-			return fmt.Errorf("%w: byte %d is not visible ASCII", ErrInvalidKey, i)
+	if err := keyer.CheckKey(key); err != nil {
+		var ke *keyer.KeyError
+		if errors.As(err, &ke) {
+			return fmt.Errorf("%w: %s", ErrInvalidKey, ke.Detail)
 		}
+		return fmt.Errorf("%w: %w", ErrInvalidKey, err)
 	}
 	return nil
 }
@@ -227,31 +242,29 @@ func (c *client) intercept(ctx context.Context, method string, req, reply any, c
 			key = bk.key
 		} else {
 			key = c.newKey()
+			if err := validKey(key); err != nil {
+				return err
+			}
 		}
 		ctx = metadata.AppendToOutgoingContext(ctx, MetadataKey, key)
 		keyed = true
 	}
-	attempts := 1
-	if keyed {
-		attempts = c.maxAttempts
-	}
-	for n := 0; ; n++ {
+	var err error
+	_, werr := c.policy.Loop(ctx, keyed, func(n int, last bool) (time.Duration, bool) {
 		var hdr, trl metadata.MD
-		err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Header(&hdr), grpc.Trailer(&trl))...)
+		err = invoker(ctx, method, req, reply, cc, append(opts, grpc.Header(&hdr), grpc.Trailer(&trl))...)
 		if rp != nil {
 			*rp = IsReplayed(hdr) || IsReplayed(trl)
 		}
-		if err == nil || n+1 >= attempts || ctx.Err() != nil {
-			return err
+		if err == nil || last || ctx.Err() != nil {
+			return 0, false
 		}
-		wait, again := c.retryable(err, n)
-		if !again {
-			return err
-		}
-		if c.sleep(ctx, wait) != nil {
-			return status.FromContextError(ctx.Err()).Err()
-		}
+		return c.retryable(err, n)
+	})
+	if werr != nil {
+		return status.FromContextError(ctx.Err()).Err()
 	}
+	return err
 }
 
 // retryable says whether err is worth another attempt, and after how long.
@@ -267,13 +280,7 @@ func (c *client) retryable(err error, n int) (time.Duration, bool) {
 	default:
 		return 0, false
 	}
-	if !hasDelay {
-		return c.backoff(n), true
-	}
-	if delay > c.maxRetryDelay {
-		return 0, false
-	}
-	return delay + mrand.N(delay/10+time.Millisecond), true
+	return c.policy.Wait(n, hasDelay, delay)
 }
 
 func retryDelay(st *status.Status) (time.Duration, bool) {
@@ -283,26 +290,4 @@ func retryDelay(st *status.Status) (time.Duration, bool) {
 		}
 	}
 	return 0, false
-}
-
-func (c *client) backoff(n int) time.Duration {
-	d := c.maxBackoff
-	if n < 30 {
-		d = min(c.minBackoff<<n, c.maxBackoff)
-	}
-	return d/2 + mrand.N(d/2+1)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

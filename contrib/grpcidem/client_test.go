@@ -2,6 +2,7 @@ package grpcidem
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/faultproxy"
+	"github.com/idemkit/idemkit/keyer"
+	"github.com/idemkit/idemkit/store"
 )
 
 // keyLog is a server interceptor, outermost, that records the key of every
@@ -57,7 +60,8 @@ func TestClientRetryAfterDroppedReply(t *testing.T) {
 		t.Run(tr.name, func(t *testing.T) {
 			e := memEngine(t)
 			log := &keyLog{}
-			ci := UnaryClientInterceptor(WithBackoff(5*time.Millisecond, 20*time.Millisecond))
+			ci, err := UnaryClientInterceptor(WithBackoff(5*time.Millisecond, 20*time.Millisecond))
+			require.NoError(t, err)
 			var ev *env
 			var once sync.Once
 			var px *faultproxy.Proxy
@@ -86,7 +90,7 @@ func TestClientRetryAfterDroppedReply(t *testing.T) {
 
 			var replayed bool
 			resp := new(structpb.Struct)
-			err := ev.conn.Invoke(t.Context(), payMethod, ref("pay-lost-reply"), resp, Replayed(&replayed))
+			err = ev.conn.Invoke(t.Context(), payMethod, ref("pay-lost-reply"), resp, Replayed(&replayed))
 			require.NoError(t, err)
 			assert.True(t, replayed, "the answer after the lost reply is the replay")
 			assert.Equal(t, 1.0, resp.Fields["id"].GetNumberValue())
@@ -116,12 +120,12 @@ func TestClientHonoursRetryInfo(t *testing.T) {
 		<-release
 		return req, nil
 	}
-	c := newClient()
+	c := mustClient(t)
 	var mu sync.Mutex
 	var waits []time.Duration
 	first := make(chan answer, 1)
 	firstDone := make(chan struct{})
-	c.sleep = func(ctx context.Context, d time.Duration) error {
+	c.policy.Sleep = func(ctx context.Context, d time.Duration) error {
 		mu.Lock()
 		waits = append(waits, d)
 		mu.Unlock()
@@ -153,9 +157,9 @@ func TestClientRetries(t *testing.T) {
 	down := downEngine(t)
 	t.Run("keyed: bounded attempts, one key", func(t *testing.T) {
 		log := &keyLog{}
-		c := newClient(WithMaxAttempts(3))
+		c := mustClient(t, WithMaxAttempts(3))
 		var slept []time.Duration
-		c.sleep = func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }
+		c.policy.Sleep = func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }
 		ev := start(t, transports[0], &payments{}, []grpc.UnaryServerInterceptor{log.intercept, serverICPT(t, down)}, grpc.WithUnaryInterceptor(c.intercept))
 		err := ev.conn.Invoke(t.Context(), payMethod, amount(1), new(structpb.Struct))
 		assert.Equal(t, codes.Unavailable, status.Code(err))
@@ -169,8 +173,8 @@ func TestClientRetries(t *testing.T) {
 	})
 	t.Run("no key: sent once", func(t *testing.T) {
 		log := &keyLog{}
-		c := newClient(WithKeyedMethods(func(string) bool { return false }))
-		c.sleep = func(context.Context, time.Duration) error {
+		c := mustClient(t, WithKeyedMethods(func(string) bool { return false }))
+		c.policy.Sleep = func(context.Context, time.Duration) error {
 			t.Error("slept: a call without a key was retried")
 			return nil
 		}
@@ -185,8 +189,8 @@ func TestClientRetries(t *testing.T) {
 	})
 	t.Run("caller's key kept; final codes not retried", func(t *testing.T) {
 		log := &keyLog{}
-		c := newClient()
-		c.sleep = func(context.Context, time.Duration) error { return nil }
+		c := mustClient(t)
+		c.policy.Sleep = func(context.Context, time.Duration) error { return nil }
 		e := memEngine(t)
 		ev := start(t, transports[0], &payments{}, []grpc.UnaryServerInterceptor{log.intercept, serverICPT(t, e)}, grpc.WithUnaryInterceptor(c.intercept))
 		ctx := metadata.AppendToOutgoingContext(t.Context(), MetadataKey, "mine")
@@ -200,7 +204,7 @@ func TestClientRetries(t *testing.T) {
 func TestClientWithKey(t *testing.T) {
 	e := memEngine(t)
 	log := &keyLog{}
-	ev := start(t, transports[0], &payments{}, []grpc.UnaryServerInterceptor{log.intercept, serverICPT(t, e)}, grpc.WithUnaryInterceptor(UnaryClientInterceptor()))
+	ev := start(t, transports[0], &payments{}, []grpc.UnaryServerInterceptor{log.intercept, serverICPT(t, e)}, grpc.WithUnaryInterceptor(mustClient(t).intercept))
 	ctx := WithKey(t.Context(), "order-77")
 	var replayed bool
 	require.NoError(t, ev.conn.Invoke(ctx, payMethod, amount(1), new(structpb.Struct), Replayed(&replayed)))
@@ -218,4 +222,41 @@ func TestClientWithKey(t *testing.T) {
 	}
 	assert.Equal(t, []string{"order-77", "order-77"}, log.all(), "refused calls are not sent")
 	assert.Equal(t, int32(1), ev.p.calls.Load())
+}
+
+// mustClient returns newClient(opts...), failing the test if it fails.
+func mustClient(t testing.TB, opts ...ClientOption) *client {
+	t.Helper()
+	c, err := newClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestClientOptionsRefuseBadValues(t *testing.T) {
+	for name, opt := range map[string]ClientOption{
+		"nil option":            nil,
+		"WithMaxAttempts(0)":    WithMaxAttempts(0),
+		"WithBackoff(0, 0)":     WithBackoff(0, 0),
+		"WithBackoff(2s, 1s)":   WithBackoff(2*time.Second, time.Second),
+		"WithMaxRetryDelay(-1)": WithMaxRetryDelay(-1),
+		"WithKeyedMethods(nil)": WithKeyedMethods(nil),
+		"WithKeyFunc(nil)":      WithKeyFunc(nil),
+	} {
+		t.Run(name, func(t *testing.T) {
+			ci, err := UnaryClientInterceptor(opt)
+			assert.Nil(t, ci)
+			require.ErrorIs(t, err, store.ErrInvalid)
+			assert.Equal(t, 1, strings.Count(err.Error(), "invalid argument"), err.Error())
+		})
+	}
+}
+
+func TestClientKeyRuleIsKeyers(t *testing.T) {
+	for _, key := range []string{"a b", " lead", "null", "", strings.Repeat("k", keyer.MaxKeyLen+1)} {
+		assert.ErrorIs(t, validKey(key), ErrInvalidKey, "%q", key)
+		assert.Error(t, keyer.CheckKey(key))
+	}
+	assert.NoError(t, validKey(`q"uote`))
 }

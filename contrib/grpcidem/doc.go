@@ -8,7 +8,8 @@
 //	si, err := grpcidem.UnaryServerInterceptor(e, grpcidem.WithScope(callerOf))
 //	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(auth, si))
 //
-//	conn, err := grpc.NewClient(addr, grpc.WithUnaryInterceptor(grpcidem.UnaryClientInterceptor()), ...)
+//	ci, err := grpcidem.UnaryClientInterceptor()
+//	conn, err := grpc.NewClient(addr, grpc.WithUnaryInterceptor(ci), ...)
 //	var replayed bool
 //	resp, err := client.Pay(ctx, req, grpcidem.Replayed(&replayed))
 //

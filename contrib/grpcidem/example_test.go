@@ -71,10 +71,15 @@ func Example() {
 	go srv.Serve(lis)
 	defer srv.Stop()
 
+	ci, err := grpcidem.UnaryClientInterceptor()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	conn, err := grpc.NewClient("passthrough:///pay",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithUnaryInterceptor(grpcidem.UnaryClientInterceptor()),
+		grpc.WithUnaryInterceptor(ci),
 	)
 	if err != nil {
 		fmt.Println(err)

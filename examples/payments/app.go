@@ -80,6 +80,13 @@ func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describ
 	if cfg.tracer != nil {
 		eopts = append(eopts, idem.WithTracer(cfg.tracer))
 	}
+	fp, err := keyer.NewFingerprinter(keyer.WithCanonicalJSON(), keyer.WithMaxBody(maxBody))
+	if err != nil {
+		if closeFn != nil {
+			closeFn()
+		}
+		return nil, err
+	}
 	e, err := idem.New(st, append(eopts, cfg.extra...)...)
 	if err != nil {
 		if closeFn != nil {
@@ -94,7 +101,7 @@ func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describ
 			return []string{u}, err
 		}),
 		// {"amount":1990} and { "amount": 1990 } are the same request.
-		httpidem.WithFingerprinter(keyer.NewFingerprinter(keyer.WithCanonicalJSON(), keyer.WithMaxBody(maxBody))),
+		httpidem.WithFingerprinter(fp),
 		// On the SQL stores the payment row, the key and the stored
 		// response commit together; memory and Redis use leases. The
 		// ledgers write through the backend's Querier either way.

@@ -27,10 +27,12 @@ func TestClientLostReplies(t *testing.T) {
 			t.Cleanup(func() { px.Close() })
 			base := &http.Transport{}
 			t.Cleanup(base.CloseIdleConnections)
-			client := &http.Client{Transport: idemclient.New(
+			tr, err := idemclient.New(
 				idemclient.WithBase(base),
 				idemclient.WithBackoff(5*time.Millisecond, 50*time.Millisecond),
-			)}
+			)
+			require.NoError(t, err)
+			client := &http.Client{Transport: tr}
 			const n = 5
 			for i := range n {
 				body := fmt.Sprintf(`{"amount":%d}`, 7001+i)

@@ -39,13 +39,17 @@ const ScopeHeader = "X-Tenant"
 // 409 at once), keys scoped by ScopeHeader, a canonical-JSON fingerprint
 // limited to MaxBody, and transactional mode with tx.
 func Middleware(st store.Store, wait time.Duration, tx bool) (func(http.Handler) http.Handler, error) {
+	fp, err := keyer.NewFingerprinter(keyer.WithCanonicalJSON(), keyer.WithMaxBody(MaxBody))
+	if err != nil {
+		return nil, err
+	}
 	e, err := idem.New(st, idem.WithWait(wait))
 	if err != nil {
 		return nil, err
 	}
 	opts := []httpidem.Option{
 		httpidem.WithScope(func(r *http.Request) ([]string, error) { return []string{r.Header.Get(ScopeHeader)}, nil }),
-		httpidem.WithFingerprinter(keyer.NewFingerprinter(keyer.WithCanonicalJSON(), keyer.WithMaxBody(MaxBody))),
+		httpidem.WithFingerprinter(fp),
 	}
 	if tx {
 		opts = append(opts, httpidem.WithTransactions())

@@ -12,12 +12,15 @@
 //	                           (store/nats, a nested module: store and nats.go, jetstream included)
 //	                           (store/dynamodb is a nested module; its driver is the AWS SDK for Go v2 with smithy-go)
 //	internal/coalesce          the standard library only (support code for backends)
+//	internal/sqltx             the standard library, internal/invalid (transactions of store/sqlite and store/mysql)
+//	internal/retry             the standard library, internal/invalid (the retry loop of idemclient and contrib/grpcidem)
+//	internal/invalid           the standard library only (the ErrInvalid sentinel and the options rule; anyone may import it)
 //	idem (the engine)          store, keyer
 //	httpidem                   idem, store, keyer
 //	httpidemtest               keyer (it proves any endpoint, so it knows no store or middleware)
 //	dedup                      idem, store, keyer
 //	purge                      store
-//	idemclient                 the standard library only
+//	idemclient                 keyer
 //	contrib/<module>           the library packages above, and its own module's third-party dependencies
 //	internal/<test helper>     imported only by tests (and by other test helpers)
 //	examples/..., cmd/...      imported by nothing
@@ -71,7 +74,7 @@ var allowed = map[string][]string{
 	"httpidemtest":        {"keyer"},
 	"dedup":               {"idem", "store", "keyer"},
 	"purge":               {"store"},
-	"idemclient":          {},
+	"idemclient":          {"keyer"},
 }
 
 // contribMay lists the packages of the module that a nested integration
@@ -82,13 +85,43 @@ var contribMay = []string{"idem", "store", "keyer", "purge", "httpidem", "dedup"
 
 // libraryInternal lists the internal packages that are not test helpers:
 // support code for cmd and examples, which may import them.
-var libraryInternal = []string{"internal/loadtest", backendSupport}
+var libraryInternal = []string{"internal/loadtest", backendSupport, argSupport, sqlSupport, retrySupport}
+
+// argSupport holds the one "invalid argument" sentinel (store.ErrInvalid and
+// keyer.ErrInvalid are that value) and the rule options are applied by;
+// every library package and contrib module may import it. It imports the
+// standard library only.
+const argSupport = "internal/invalid"
+
+// sqlSupport is the transaction skeleton (BEGIN/COMMIT, SAVEPOINTs) of the
+// database/sql backends, store/sqlite and store/mysql. It imports the
+// standard library and argSupport only.
+const sqlSupport = "internal/sqltx"
+
+// retrySupport is the client retry loop and backoff shared by idemclient and
+// contrib/grpcidem's client. It imports the standard library only.
+const retrySupport = "internal/retry"
+
+// supportUsers says which packages may import each support package.
+var supportUsers = map[string]func(from string) bool{
+	backendSupport: isBackend,
+	argSupport:     func(string) bool { return true },
+	sqlSupport:     func(r string) bool { return r == "store/sqlite" || r == "store/mysql" },
+	retrySupport:   func(r string) bool { return r == "idemclient" || isContrib(r) },
+}
 
 // backendSupport is the internal package backends may import: the batcher
 // that groups their concurrent calls. It imports the standard library only.
 const backendSupport = "internal/coalesce"
 
 // rel returns path relative to the module, and whether it is in the module.
+// mayUseSupport reports whether the package from may import the support
+// package r.
+func mayUseSupport(from, r string) bool {
+	users, ok := supportUsers[r]
+	return ok && users(from)
+}
+
 func rel(path string) (string, bool) {
 	if path == Module {
 		return "", true
@@ -144,10 +177,14 @@ func Check(pkgs []Package) []string {
 				}
 			}
 		}
-		if from == backendSupport {
+		if _, ok := supportUsers[from]; ok {
 			for _, imp := range p.Imports {
-				if !isStd(imp) {
-					fail(imp, backendSupport+" imports the standard library only")
+				switch r, _ := rel(imp); {
+				case isStd(imp):
+				case from == argSupport:
+					fail(imp, from+" imports the standard library only")
+				case r != argSupport:
+					fail(imp, from+" imports the standard library and "+argSupport+" only")
 				}
 			}
 			continue
@@ -162,7 +199,7 @@ func Check(pkgs []Package) []string {
 		}
 		if isContrib(from) {
 			for _, imp := range p.Imports {
-				if r, ok := rel(imp); ok && !isContrib(r) && !slices.Contains(contribMay, r) {
+				if r, ok := rel(imp); ok && !isContrib(r) && !slices.Contains(contribMay, r) && !mayUseSupport(from, r) {
 					fail(imp, fmt.Sprintf("an integration module imports only %v of the core module", contribMay))
 				}
 			}
@@ -178,9 +215,9 @@ func Check(pkgs []Package) []string {
 				if !isBackend(from) || !slices.ContainsFunc(drivers[from], func(d string) bool { return imp == d || strings.HasPrefix(imp, d+"/") }) {
 					fail(imp, "a library package imports no third-party module but its backend's driver")
 				}
-			case r == backendSupport && isBackend(from):
+			case mayUseSupport(from, r):
 			case strings.HasPrefix(r, "internal/"):
-				fail(imp, "a library package imports no internal package outside its tests but "+backendSupport+" (backends only)")
+				fail(imp, "a library package imports no internal package outside its tests but its support packages ("+backendSupport+", "+sqlSupport+" for backends; "+retrySupport+" for clients; "+argSupport+")")
 			case isBackend(from):
 				if r != "store" {
 					fail(imp, "a backend imports only store of this module")

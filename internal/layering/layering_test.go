@@ -90,6 +90,13 @@ func TestCheckFindsViolations(t *testing.T) {
 		{ImportPath: m("store/dynamodb"), Imports: []string{"github.com/aws/aws-sdk-go-v2-fork/service/dynamodb"}},
 		{ImportPath: m("storetest/linearize"), Imports: []string{m("store")}, XTestImports: []string{m("storetest")}}, // good
 		{ImportPath: m("storetest/linearize"), Imports: []string{m("idem")}},
+		{ImportPath: m("keyer"), Imports: []string{m("internal/invalid")}},          // good: anyone
+		{ImportPath: m("store/mysql"), Imports: []string{m("internal/sqltx")}},      // good: a database/sql backend
+		{ImportPath: m("contrib/grpcidem"), Imports: []string{m("internal/retry")}}, // good: a client
+		{ImportPath: m("internal/sqltx"), Imports: []string{m("internal/invalid")}}, // good
+		{ImportPath: m("store/redis"), Imports: []string{m("internal/sqltx")}},
+		{ImportPath: m("httpidem"), Imports: []string{m("internal/retry")}},
+		{ImportPath: m("internal/invalid"), Imports: []string{m("store")}},
 	}
 	got := Check(pkgs)
 	want := []string{
@@ -102,6 +109,9 @@ func TestCheckFindsViolations(t *testing.T) {
 		"httpidemtest imports " + m("httpidem") + ": httpidemtest may import only [keyer]",
 		"httpidemtest imports " + m("internal/brokenidem") + ": a library package imports no internal package",
 		"internal/coalesce imports " + m("store"),
+		"store/redis imports " + m("internal/sqltx"),
+		"httpidem imports " + m("internal/retry"),
+		"internal/invalid imports " + m("store"),
 		"keyer imports github.com/stretchr/testify/assert",
 		"newpkg imports " + m("store") + ": package newpkg is not in DESIGN.md's layout table",
 		"store imports " + m("store/memory"),

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemkit/idemkit/internal/invalid"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -61,24 +62,25 @@ var (
 	_ store.Purger = (*Store)(nil)
 )
 
-// Option configures a Store.
-type Option func(*options)
+// Option configures a Store. An option returns an error for a value it
+// cannot use; New reports it (matching store.ErrInvalid) and builds nothing.
+type Option func(*options) error
 
 type options struct {
 	now   func() time.Time
 	sweep time.Duration
-	errs  []error
 }
 
 // WithClock makes the store read the time from now instead of time.Now,
 // so tests can move time forward without sleeping. A nil now is an error
 // at New.
 func WithClock(now func() time.Time) Option {
-	return func(o *options) {
-		o.now = now
+	return func(o *options) error {
 		if now == nil {
-			o.errs = append(o.errs, errors.New("WithClock: nil clock"))
+			return errors.New("WithClock(nil): pass a clock such as time.Now")
 		}
+		o.now = now
+		return nil
 	}
 }
 
@@ -87,27 +89,23 @@ func WithClock(now func() time.Time) Option {
 // then reclaimed only by writes to their key and by Purge. A negative
 // interval is an error at New.
 func WithSweepInterval(d time.Duration) Option {
-	return func(o *options) {
-		o.sweep = d
+	return func(o *options) error {
 		if d < 0 {
-			o.errs = append(o.errs, fmt.Errorf("WithSweepInterval: negative interval %v", d))
+			return fmt.Errorf("WithSweepInterval(%v): pass a positive interval, or 0 for no sweep", d)
 		}
+		o.sweep = d
+		return nil
 	}
 }
 
 // New returns an empty Store and starts its background sweep.
 // Call Close when done with it to stop the sweep. New fails only for an
-// invalid option (a nil clock, a negative sweep interval), with an
-// error that matches store.ErrInvalid.
+// invalid option (a nil option, a nil clock, a negative sweep interval),
+// with an error that matches store.ErrInvalid.
 func New(opts ...Option) (*Store, error) {
 	o := options{now: time.Now, sweep: time.Minute}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	if err := errors.Join(o.errs...); err != nil {
-		return nil, fmt.Errorf("memory: new: %w: %w", store.ErrInvalid, err)
+	if err := invalid.Apply(&o, opts); err != nil {
+		return nil, fmt.Errorf("memory: new: %w", err)
 	}
 	s := &Store{now: o.now}
 	for i := range s.shards {
@@ -157,22 +155,20 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 	sh := s.shard(h)
 	sh.mu.Lock()
 	e, ok := sh.m[key]
+	f := store.Finding{Outcome: store.Acquired, Write: true, Lapsed: true} // absent: as if never claimed
+	if ok {
+		f = store.Classify(store.Record{Fingerprint: e.fingerprint, Status: e.status, Token: e.token, ExpiresAt: time.Unix(0, e.expiresAt)},
+			fingerprint, token, time.Unix(0, now))
+	}
 	switch {
-	case !ok || e.expiresAt <= now: // absent, or lapsed: as if never claimed
+	case f.Lapsed:
 		e = entry{fingerprint: fingerprint, token: token, expiresAt: addNanos(now, lease), status: store.StatusInProgress}
 		sh.m[key] = e
-		c.Outcome = store.Acquired
-	case e.fingerprint != fingerprint: // checked before in progress
-		c.Outcome = store.Mismatch
-	case e.status == store.StatusCompleted:
-		c.Outcome = store.Completed
-	case e.token == token: // in progress by this token: renew the lease
+	case f.Write: // in progress by this token: renew the lease
 		e.expiresAt = addNanos(now, lease)
 		sh.m[key] = e
-		c.Outcome = store.Acquired
-	default:
-		c.Outcome = store.InProgress
 	}
+	c.Outcome = f.Outcome
 	sh.mu.Unlock()
 	// e is a copy and its response is never written after Complete stored
 	// it, so the record (and its copy of the response) is built unlocked.

@@ -133,13 +133,10 @@ func (r runner) claim(ctx context.Context, key, fingerprint string, token store.
 			}
 			continue // someone else changed it first: look again
 		}
-		switch {
-		case cur.fingerprint != fingerprint:
-			return store.Claim{Outcome: store.Mismatch, Record: cur.record(key)}, nil
-		case cur.status == statusCompleted:
-			return store.Claim{Outcome: store.Completed, Record: cur.record(key)}, nil
-		case cur.token != string(token):
-			return store.Claim{Outcome: store.InProgress, Record: cur.record(key)}, nil
+		// Live on the server's clock (checked above): no now to compare.
+		rec := cur.record(key)
+		if f := store.Classify(rec, fingerprint, token, time.Time{}); !f.Write {
+			return store.Claim{Outcome: f.Outcome, Record: rec}, nil
 		}
 		// Our own live lease: renew it.
 		res, err = r.exec(ctx, stmtRenew, us, key, string(token))

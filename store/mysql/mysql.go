@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/idemkit/idemkit/internal/invalid"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -67,8 +68,10 @@ type options struct {
 	purgeBatch int
 }
 
-// Option configures a Store.
-type Option func(*options)
+// Option configures a Store. An invalid value or a nil option is reported
+// by New (an error matching store.ErrInvalid that names the option), never
+// silently replaced.
+type Option func(*options) error
 
 // WithTable sets the table's name (DefaultTable otherwise). It is always
 // quoted as an identifier, so any name MySQL accepts is safe: at most 48
@@ -76,14 +79,23 @@ type Option func(*options)
 // space. An invalid name makes New fail with an error matching
 // store.ErrInvalid.
 func WithTable(name string) Option {
-	return func(o *options) { o.table = name }
+	return func(o *options) error {
+		o.table = name
+		return checkIdent(name)
+	}
 }
 
 // WithPurgeBatch sets how many rows each of Purge's DELETE statements removes
 // (DefaultPurgeBatch otherwise), which bounds how long it holds row locks;
 // n must be positive.
 func WithPurgeBatch(n int) Option {
-	return func(o *options) { o.purgeBatch = n }
+	return func(o *options) error {
+		if n <= 0 {
+			return fmt.Errorf("WithPurgeBatch(%d): pass a positive number of rows", n)
+		}
+		o.purgeBatch = n
+		return nil
+	}
 }
 
 // New returns a Store that keeps its records in a table reached through db,
@@ -113,16 +125,8 @@ func New(db *sql.DB, opts ...Option) (*Store, error) {
 
 func buildOptions(opts []Option) (options, error) {
 	o := options{table: DefaultTable, purgeBatch: DefaultPurgeBatch}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	if err := checkIdent(o.table); err != nil {
-		return o, err
-	}
-	if o.purgeBatch <= 0 {
-		return o, fmt.Errorf("mysql: new: %w: purge batch %d is not positive", store.ErrInvalid, o.purgeBatch)
+	if err := invalid.Apply(&o, opts); err != nil {
+		return o, fmt.Errorf("mysql: new: %w", err)
 	}
 	return o, nil
 }
@@ -130,17 +134,17 @@ func buildOptions(opts []Option) (options, error) {
 func checkIdent(name string) error {
 	switch {
 	case name == "":
-		return fmt.Errorf("mysql: new: %w: empty table name", store.ErrInvalid)
+		return errors.New("WithTable: empty table name: pass a name, or leave the option out for the default")
 	case len(name) > maxTableLen:
-		return fmt.Errorf("mysql: new: %w: table name is %d bytes, longer than %d", store.ErrInvalid, len(name), maxTableLen)
+		return fmt.Errorf("WithTable: table name is %d bytes: pass at most %d", len(name), maxTableLen)
 	case !utf8.ValidString(name) || strings.IndexByte(name, 0) >= 0:
-		return fmt.Errorf("mysql: new: %w: table name is not valid UTF-8 without NUL", store.ErrInvalid)
+		return errors.New("WithTable: table name is not valid UTF-8 without NUL: pass one that is")
 	case strings.HasSuffix(name, " "):
-		return fmt.Errorf("mysql: new: %w: table name ends with a space", store.ErrInvalid)
+		return errors.New("WithTable: table name ends with a space, which MySQL drops: remove it")
 	}
 	for _, r := range name {
 		if r > 0xFFFF {
-			return fmt.Errorf("mysql: new: %w: table name contains %q, outside the Basic Multilingual Plane", store.ErrInvalid, r)
+			return fmt.Errorf("WithTable: table name contains %q, outside the Basic Multilingual Plane: MySQL cannot store it", r)
 		}
 	}
 	return nil

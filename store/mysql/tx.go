@@ -3,14 +3,12 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/idemkit/idemkit/internal/sqltx"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -59,9 +57,6 @@ func TxFrom(ctx context.Context) (*sql.Tx, bool) {
 	}
 	return nil, false
 }
-
-// savepoints numbers the SAVEPOINTs of nested InTx calls.
-var savepoints atomic.Uint64
 
 // InTx implements store.Transactor. It begins a transaction on the Store's
 // *sql.DB (at the session's isolation level: REPEATABLE READ and READ
@@ -119,42 +114,22 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, s store.S
 }
 
 func (s *Store) inTxOnce(ctx context.Context, fn func(ctx context.Context, s store.Store) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("mysql: begin: %w", err)
-	}
-	done := false
-	defer func() {
-		if !done { // fn panicked or called runtime.Goexit
-			_ = tx.Rollback()
-		}
-	}()
-	st := &txState{root: s, tx: tx}
-	err = fn(context.WithValue(ctx, ctxKey{}, st), txStore{runner{s: s, st: st}})
-	if err == nil {
-		if dl := st.abortedBy(); dl != nil {
-			// fn went on after a deadlock (or a lock wait timeout): its later
-			// statements may have run outside the transaction. Report that
-			// rather than commit.
-			err = fmt.Errorf("mysql: commit: the server rolled the transaction back: %w", dl)
-		}
-	}
-	if err != nil {
-		done = true
-		if rbErr := tx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) && !IsDeadlock(err) {
-			return errors.Join(err, fmt.Errorf("mysql: rollback: %w", rbErr))
-		}
-		return err
-	}
-	done = true
-	if err := tx.Commit(); err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			// database/sql rolled the transaction back when ctx ended.
-			return fmt.Errorf("mysql: commit: %w", errors.Join(ctxErr, err))
-		}
-		return fmt.Errorf("mysql: commit: %w", err)
-	}
-	return nil
+	var st *txState
+	return sqltx.Run(ctx, s.db, "mysql", sqltx.Hooks{
+		Verify: func() error {
+			if dl := st.abortedBy(); dl != nil {
+				// fn went on after a deadlock (or a lock wait timeout): its
+				// later statements may have run outside the transaction.
+				// Report that rather than commit.
+				return fmt.Errorf("mysql: commit: the server rolled the transaction back: %w", dl)
+			}
+			return nil
+		},
+		QuietRollback: IsDeadlock, // the server rolled it back already
+	}, func(tx *sql.Tx) error {
+		st = &txState{root: s, tx: tx}
+		return fn(context.WithValue(ctx, ctxKey{}, st), txStore{runner{s: s, st: st}})
+	})
 }
 
 // savepoint runs fn inside a SAVEPOINT of the transaction st.
@@ -162,39 +137,12 @@ func (st *txState) savepoint(ctx context.Context, fn func(ctx context.Context, s
 	if err := st.abortedBy(); err != nil {
 		return fmt.Errorf("mysql: savepoint: the server rolled the transaction back: %w", err)
 	}
-	name := "idemkit_" + strconv.FormatUint(savepoints.Add(1), 10)
-	if _, err := st.tx.ExecContext(ctx, "SAVEPOINT "+name); err != nil {
-		return fmt.Errorf("mysql: savepoint: %w", err)
-	}
-	undo := func() error {
-		if st.abortedBy() != nil {
-			return nil // the whole transaction is gone, and the savepoint with it
-		}
-		// ROLLBACK TO keeps the savepoint; RELEASE ends it.
-		if _, err := st.tx.ExecContext(context.WithoutCancel(ctx), "ROLLBACK TO SAVEPOINT "+name); err != nil {
-			return err
-		}
-		_, err := st.tx.ExecContext(context.WithoutCancel(ctx), "RELEASE SAVEPOINT "+name)
-		return err
-	}
-	done := false
-	defer func() {
-		if !done {
-			_ = undo()
-		}
-	}()
-	if err := fn(ctx, txStore{runner{s: st.root, st: st}}); err != nil {
-		done = true
-		if rbErr := undo(); rbErr != nil {
-			return errors.Join(err, fmt.Errorf("mysql: rollback to savepoint: %w", rbErr))
-		}
-		return err
-	}
-	done = true
-	if _, err := st.tx.ExecContext(ctx, "RELEASE SAVEPOINT "+name); err != nil {
-		return fmt.Errorf("mysql: release savepoint: %w", err)
-	}
-	return nil
+	// After a deadlock the whole transaction is gone, and the savepoint
+	// with it: nothing to roll back to.
+	gone := func() bool { return st.abortedBy() != nil }
+	return sqltx.Savepoint(ctx, st.tx, "mysql", gone, func() error {
+		return fn(ctx, txStore{runner{s: st.root, st: st}})
+	})
 }
 
 // txStore is the store.Store InTx passes to fn: every call runs in the

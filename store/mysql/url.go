@@ -22,10 +22,16 @@ import (
 //
 // The port defaults to 3306 and the path names the database. The parameters
 // table (WithTable) and purge_batch (WithPurgeBatch) configure the Store;
-// every other parameter goes to go-sql-driver/mysql as a DSN parameter
-// (tls, timeout, readTimeout, charset, collation, or a session variable such
-// as tx_isolation), and the driver or the server rejects the ones it cannot
-// use. The Store owns the *sql.DB: Close closes it. Open does not create the
+// go-sql-driver/mysql's own DSN parameters (tls, timeout, readTimeout,
+// writeTimeout, charset, collation, loc, parseTime, maxAllowedPacket, ...,
+// spelt as the driver spells them) go to the driver. A session variable is
+// passed on purpose as var.NAME=value (?var.transaction_isolation=%27READ-COMMITTED%27
+// sets it on every connection, as the driver does for a DSN parameter it
+// does not know). Every other parameter is an error matching
+// store.ErrInvalid before anything connects: the driver would send an
+// unknown name to the server as SET name=value, so ?tabel=x fails at the
+// server and ?password=x would run SET password. The Store owns the
+// *sql.DB: Close closes it. Open does not create the
 // table: call store.Migrate or Store.Migrate.
 const (
 	Scheme      = "mysql"
@@ -37,6 +43,16 @@ func init() {
 	store.Register(SchemeAlias, openURL)
 }
 
+// driverParams are go-sql-driver/mysql's own DSN parameters;
+// store.URLParams.Driver passes them.
+var driverParams = []string{
+	"allowAllFiles", "allowCleartextPasswords", "allowFallbackToPlaintext", "allowNativePasswords",
+	"allowOldPasswords", "checkConnLiveness", "clientFoundRows", "charset", "collation",
+	"columnsWithAlias", "compress", "interpolateParams", "loc", "multiStatements", "parseTime",
+	"timeTruncate", "readTimeout", "rejectReadOnly", "serverPubKey", "strict", "timeout", "tls",
+	"writeTimeout", "maxAllowedPacket", "connectionAttributes",
+}
+
 func openURL(ctx context.Context, u *url.URL) (store.Store, error) {
 	p := store.NewURLParams(u)
 	var opts []Option
@@ -46,7 +62,7 @@ func openURL(ctx context.Context, u *url.URL) (store.Store, error) {
 	if p.Has("purge_batch") {
 		opts = append(opts, WithPurgeBatch(p.Int("purge_batch", 0)))
 	}
-	rest := p.Rest()
+	rest := p.Driver(driverParams...)
 	if err := p.Done(); err != nil {
 		return nil, fmt.Errorf("mysql: %w", err)
 	}

@@ -31,7 +31,7 @@ func testURL(t *testing.T) string {
 // passes driver parameters through.
 func TestOpenURL(t *testing.T) {
 	table := uniqueName("idemkit_my_url_")
-	s, err := store.Open(t.Context(), testURL(t)+"?table="+table+"&purge_batch=10&timeout=5s&tx_isolation=%27READ-COMMITTED%27")
+	s, err := store.Open(t.Context(), testURL(t)+"?table="+table+"&purge_batch=10&timeout=5s&var.tx_isolation=%27READ-COMMITTED%27")
 	require.NoError(t, err)
 	ms := s.(*Store)
 	dropOnCleanup(t, ms)

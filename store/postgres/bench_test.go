@@ -70,7 +70,7 @@ func benchStore(b *testing.B) *Store {
 			"IDEMKIT_BENCH_MAX_BATCH": func(o *options, n int) { o.maxBatch = n },
 		} {
 			if n, err := strconv.Atoi(os.Getenv(env)); err == nil {
-				tuning = append(tuning, func(o *options) { set(o, n) })
+				tuning = append(tuning, func(o *options) error { set(o, n); return nil })
 			}
 		}
 		opts := append([]Option{WithTable(table)}, tuning...)

@@ -133,13 +133,10 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 			}
 			return acquired(key, fingerprint, token, until), nil
 		}
-		switch {
-		case r.fingerprint != fingerprint:
-			return store.Claim{Outcome: store.Mismatch, Record: r.record(key)}, nil
-		case r.status == statusCompleted:
-			return store.Claim{Outcome: store.Completed, Record: r.record(key)}, nil
-		case r.token != string(token):
-			return store.Claim{Outcome: store.InProgress, Record: r.record(key)}, nil
+		// The server found the row live (on its clock): no now to compare.
+		rec := r.record(key)
+		if f := store.Classify(rec, fingerprint, token, time.Time{}); !f.Write {
+			return store.Claim{Outcome: f.Outcome, Record: rec}, nil
 		}
 		// Our own live lease: renew it.
 		var until time.Time

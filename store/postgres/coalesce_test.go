@@ -471,7 +471,7 @@ func TestConformanceCoalescing(t *testing.T) {
 	var stores []*Store
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T) storetest.Subject {
-			s := newTestStore(t, pool, WithCoalescing(true), func(o *options) { o.slots = 1 })
+			s := newTestStore(t, pool, WithCoalescing(true), func(o *options) error { o.slots = 1; return nil })
 			mu.Lock()
 			stores = append(stores, s)
 			mu.Unlock()

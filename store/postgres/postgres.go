@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/idemkit/idemkit/internal/invalid"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -85,28 +86,41 @@ const (
 	defaultMaxBatch = 64
 )
 
-// Option configures a Store. An invalid value is reported by New and Schema
-// (an error matching store.ErrInvalid), never silently replaced.
-type Option func(*options)
+// Option configures a Store. An invalid value or a nil option is reported
+// by New and Schema (an error matching store.ErrInvalid that names the
+// option), never silently replaced.
+type Option func(*options) error
 
 // WithTable sets the table's name (DefaultTable otherwise). It is always
 // quoted as an identifier, so it is case-sensitive and may contain any
 // character but NUL; at most MaxTableLen (48) bytes.
 func WithTable(name string) Option {
-	return func(o *options) { o.table = name }
+	return func(o *options) error {
+		o.table = name
+		return checkIdent("WithTable", "table", name, maxTableLen)
+	}
 }
 
 // WithSchema puts the table in the named schema (quoted as an identifier)
 // instead of the first schema of the connection's search_path. Migrate
 // creates the schema when it does not exist.
 func WithSchema(name string) Option {
-	return func(o *options) { o.schema = name }
+	return func(o *options) error {
+		o.schema = name
+		return checkIdent("WithSchema", "schema", name, 63)
+	}
 }
 
 // WithPurgeBatch sets how many rows each of Purge's DELETE statements removes
 // (DefaultPurgeBatch otherwise), which bounds how long it holds row locks.
 func WithPurgeBatch(n int) Option {
-	return func(o *options) { o.purgeBatch = n }
+	return func(o *options) error {
+		if n <= 0 {
+			return fmt.Errorf("WithPurgeBatch(%d): pass a positive number of rows", n)
+		}
+		o.purgeBatch = n
+		return nil
+	}
 }
 
 // WithCoalescing turns coalescing on or off; it is off by default. Turn it
@@ -135,7 +149,7 @@ func WithPurgeBatch(n int) Option {
 // key locked by another transaction (an uncommitted claim of InTx) holds up
 // the whole batch, not only its own claim, until that transaction ends.
 func WithCoalescing(on bool) Option {
-	return func(o *options) { o.coalesce = on }
+	return func(o *options) error { o.coalesce = on; return nil }
 }
 
 // New returns a Store that keeps its records in a table reached through db.
@@ -160,33 +174,20 @@ func New(db DB, opts ...Option) (*Store, error) {
 
 func buildOptions(opts []Option) (options, error) {
 	o := options{table: DefaultTable, purgeBatch: DefaultPurgeBatch, slots: defaultSlots, maxBatch: defaultMaxBatch}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	if err := checkIdent("table", o.table, maxTableLen); err != nil {
-		return o, err
-	}
-	if o.schema != "" {
-		if err := checkIdent("schema", o.schema, 63); err != nil {
-			return o, err
-		}
-	}
-	if o.purgeBatch <= 0 {
-		return o, fmt.Errorf("postgres: new: %w: purge batch %d is not positive", store.ErrInvalid, o.purgeBatch)
+	if err := invalid.Apply(&o, opts); err != nil {
+		return o, fmt.Errorf("postgres: new: %w", err)
 	}
 	return o, nil
 }
 
-func checkIdent(what, name string, max int) error {
+func checkIdent(opt, what, name string, max int) error {
 	switch {
 	case name == "":
-		return fmt.Errorf("postgres: new: %w: empty %s name", store.ErrInvalid, what)
+		return fmt.Errorf("%s: empty %s name: pass a name, or leave the option out for the default", opt, what)
 	case len(name) > max:
-		return fmt.Errorf("postgres: new: %w: %s name is %d bytes, longer than %d", store.ErrInvalid, what, len(name), max)
+		return fmt.Errorf("%s: %s name is %d bytes: pass at most %d", opt, what, len(name), max)
 	case !utf8.ValidString(name) || strings.IndexByte(name, 0) >= 0:
-		return fmt.Errorf("postgres: new: %w: %s name is not valid UTF-8 without NUL", store.ErrInvalid, what)
+		return fmt.Errorf("%s: %s name is not valid UTF-8 without NUL: pass one that is", opt, what)
 	}
 	return nil
 }

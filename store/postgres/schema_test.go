@@ -24,6 +24,7 @@ func TestNewRejects(t *testing.T) {
 		{WithTable("a\x00b")},
 		{WithSchema(strings.Repeat("s", 64))},
 		{WithPurgeBatch(0)},
+		{WithTable("t"), nil},
 	} {
 		_, err := New(pool, opts...)
 		require.Error(t, err)
@@ -32,7 +33,7 @@ func TestNewRejects(t *testing.T) {
 		_, err = Schema(opts...)
 		require.ErrorIs(t, err, store.ErrInvalid)
 	}
-	s, err := New(pool, WithTable(strings.Repeat("t", maxTableLen)), nil)
+	s, err := New(pool, WithTable(strings.Repeat("t", maxTableLen)))
 	require.NoError(t, err)
 	require.NotNil(t, s)
 }

@@ -65,7 +65,7 @@ func TestOpenURLRejects(t *testing.T) {
 	}{
 		{"empty table", url.Values{"table": {""}}, "empty table name"},
 		{"bad purge batch", url.Values{"purge_batch": {"x"}}, "not an integer"},
-		{"zero purge batch", url.Values{"purge_batch": {"0"}}, "not positive"},
+		{"zero purge batch", url.Values{"purge_batch": {"0"}}, "WithPurgeBatch(0): pass a positive number"},
 		{"bad coalesce", url.Values{"coalesce": {"sometimes"}}, "not true or false"},
 		{"bad pgx parameter", url.Values{"pool_max_conns": {"many"}}, "pool_max_conns"},
 	} {
@@ -76,11 +76,11 @@ func TestOpenURLRejects(t *testing.T) {
 			assert.ErrorContains(t, err, tc.want)
 		})
 	}
-	// An unknown parameter reaches the server as a setting, which rejects it.
+	// An unknown parameter is refused before it reaches the server.
 	st, err := store.Open(t.Context(), testURL(t, "postgres", url.Values{"tabel": {"x"}}))
-	require.Error(t, err)
+	require.ErrorIs(t, err, store.ErrInvalid)
 	assert.Nil(t, st)
-	assert.ErrorContains(t, err, "tabel")
+	assert.ErrorContains(t, err, "unknown parameter(s) tabel")
 }
 
 // A server that never answers makes Open return when its context ends.

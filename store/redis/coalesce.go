@@ -47,7 +47,7 @@ const (
 // the two are equal.
 // WithReplicas sends every call alone whatever this says.
 func WithCoalescing(enabled bool) Option {
-	return func(o *options) { o.coalesce = enabled }
+	return func(o *options) error { o.coalesce = enabled; return nil }
 }
 
 // opKind is what a coalesced op does.

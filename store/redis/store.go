@@ -13,6 +13,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/idemkit/idemkit/internal/coalesce"
+	"github.com/idemkit/idemkit/internal/invalid"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -58,15 +59,16 @@ type Store struct {
 	batch *coalesce.Batcher[op, opResult] // WithCoalescing(true) without WithReplicas
 }
 
-// Option configures a Store.
-type Option func(*options)
+// Option configures a Store. An invalid value or a nil option is reported
+// by New (an error matching store.ErrInvalid that names the option), never
+// silently replaced.
+type Option func(*options) error
 
 type options struct {
 	prefix      string
 	now         func() time.Time
 	log         *slog.Logger
 	checkPolicy bool
-	errs        []error
 
 	checkPersist bool
 	wait         waitOptions
@@ -79,7 +81,7 @@ type options struct {
 // on one node: it still works, but no longer spreads the load. An empty
 // prefix is allowed (keys are then stored as they are).
 func WithPrefix(p string) Option {
-	return func(o *options) { o.prefix = p }
+	return func(o *options) error { o.prefix = p; return nil }
 }
 
 // WithClock sets the clock from which the times reported in records
@@ -87,22 +89,24 @@ func WithPrefix(p string) Option {
 // decided by Redis (PX) on the server's clock. A nil clock is an error at
 // New.
 func WithClock(now func() time.Time) Option {
-	return func(o *options) {
-		o.now = now
+	return func(o *options) error {
 		if now == nil {
-			o.errs = append(o.errs, errors.New("WithClock: nil clock"))
+			return errors.New("WithClock(nil): pass a clock such as time.Now")
 		}
+		o.now = now
+		return nil
 	}
 }
 
 // WithLogger sets the logger for the maxmemory-policy warning (default
 // slog.Default()). A nil logger is an error at New.
 func WithLogger(l *slog.Logger) Option {
-	return func(o *options) {
-		o.log = l
+	return func(o *options) error {
 		if l == nil {
-			o.errs = append(o.errs, errors.New("WithLogger: nil logger"))
+			return errors.New("WithLogger(nil): pass a logger, or slog.New(slog.DiscardHandler) for none")
 		}
+		o.log = l
+		return nil
 	}
 }
 
@@ -110,7 +114,7 @@ func WithLogger(l *slog.Logger) Option {
 // default) or off. Turn it off where CONFIG is disabled and the policy is
 // known to be noeviction, or in tests that count commands.
 func WithEvictionCheck(enabled bool) Option {
-	return func(o *options) { o.checkPolicy = enabled }
+	return func(o *options) error { o.checkPolicy = enabled; return nil }
 }
 
 // New returns a Store that keeps its records through client: a *redis.Client,
@@ -125,16 +129,13 @@ func New(client goredis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("redis: new: %w: %w", store.ErrInvalid, errNilClient)
 	}
 	o := options{prefix: DefaultPrefix, now: time.Now, log: slog.Default(), checkPolicy: true, checkPersist: true}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
+	if err := invalid.Apply(&o, opts); err != nil {
+		return nil, fmt.Errorf("redis: new: %w", err)
 	}
 	if o.wait.n > 0 {
-		o.errs = append(o.errs, checkWaitClient(client, o.wait)...)
-	}
-	if err := errors.Join(o.errs...); err != nil {
-		return nil, fmt.Errorf("redis: new: %w: %w", store.ErrInvalid, err)
+		if err := checkWaitClient(client, o.wait); err != nil {
+			return nil, fmt.Errorf("redis: new: %w: %w", store.ErrInvalid, err)
+		}
 	}
 	s := &Store{client: client, prefix: o.prefix, now: o.now, log: o.log, checkPolicy: o.checkPolicy,
 		checkPersist: o.checkPersist, wait: o.wait, watched: watchedComplete}
@@ -201,13 +202,10 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 		if err != nil {
 			return store.Claim{}, fmt.Errorf("redis: claim: key %q: %w", key, err)
 		}
-		switch {
-		case rec.Fingerprint != fingerprint:
-			return store.Claim{Outcome: store.Mismatch, Record: rec}, nil
-		case rec.Status == store.StatusCompleted:
-			return store.Claim{Outcome: store.Completed, Record: rec}, nil
-		case rec.Token != token:
-			return store.Claim{Outcome: store.InProgress, Record: rec}, nil
+		// Redis returned the value, so the key is live (PX expires it on
+		// the server's clock): no now to compare.
+		if f := store.Classify(rec, fingerprint, token, time.Time{}); !f.Write {
+			return store.Claim{Outcome: f.Outcome, Record: rec}, nil
 		}
 		// The caller's own record in progress: renew the lease, unless the
 		// record changed since we read it.

@@ -56,16 +56,17 @@ type waitOptions struct {
 // with that error and a claim it may have written is left to lapse with its
 // lease.
 func WithReplicas(n int, timeout time.Duration) Option {
-	return func(o *options) {
-		o.wait = waitOptions{n: n, timeout: timeout}
+	return func(o *options) error {
 		if n < 0 || (n > 0 && timeout <= 0) {
-			o.errs = append(o.errs, fmt.Errorf("WithReplicas(%d, %v): need n >= 0 and a positive timeout", n, timeout))
+			return fmt.Errorf("WithReplicas(%d, %v): pass n >= 0 and a positive timeout", n, timeout)
 		}
+		o.wait = waitOptions{n: n, timeout: timeout}
+		return nil
 	}
 }
 
 // checkWaitClient returns what makes client unfit for WithReplicas(w).
-func checkWaitClient(client goredis.UniversalClient, w waitOptions) []error {
+func checkWaitClient(client goredis.UniversalClient, w waitOptions) error {
 	var rt time.Duration
 	switch c := client.(type) {
 	case *goredis.Client:
@@ -73,10 +74,10 @@ func checkWaitClient(client goredis.UniversalClient, w waitOptions) []error {
 	case *goredis.ClusterClient:
 		rt = c.Options().ReadTimeout
 	default:
-		return []error{fmt.Errorf("WithReplicas needs a *redis.Client or a *redis.ClusterClient, not %T", client)}
+		return fmt.Errorf("WithReplicas needs a *redis.Client or a *redis.ClusterClient, not %T: pass one of those, or drop the option", client)
 	}
 	if rt > 0 && w.timeout >= rt {
-		return []error{fmt.Errorf("WithReplicas: timeout %v is not below the client's ReadTimeout %v", w.timeout, rt)}
+		return fmt.Errorf("WithReplicas: timeout %v is not below the client's ReadTimeout %v: pass a shorter timeout or raise ReadTimeout", w.timeout, rt)
 	}
 	return nil
 }
@@ -87,7 +88,7 @@ func checkWaitClient(client goredis.UniversalClient, w waitOptions) []error {
 // restart is accepted (a cache in front of something that deduplicates
 // again).
 func WithPersistenceCheck(enabled bool) Option {
-	return func(o *options) { o.checkPersist = enabled }
+	return func(o *options) error { o.checkPersist = enabled; return nil }
 }
 
 // waiting reports whether writes wait for replicas.

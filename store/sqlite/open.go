@@ -69,7 +69,7 @@ func open(ctx context.Context, path string, o options) (*Store, error) {
 	s := newStore(db, o)
 	s.owned = true
 	s.immediate = true
-	if err := s.checkOpen(ctx, memory, !overrides(o.pragmas, "journal_mode")); err != nil {
+	if err := s.checkOpen(ctx, memory, !overrides(o.pragmas, "journal_mode"), o.pragmas); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
@@ -99,7 +99,9 @@ func dsn(path string, memory bool, o options) string {
 			pragmas = append(pragmas, p)
 		}
 	}
-	pragmas = append(pragmas, o.pragmas...)
+	for _, p := range o.pragmas {
+		pragmas = append(pragmas, p.String())
+	}
 	q := url.Values{"_pragma": pragmas, "_txlock": {"immediate"}}.Encode()
 	if strings.Contains(base, "?") {
 		return base + "&" + q
@@ -117,9 +119,9 @@ func pragmaName(p string) string {
 }
 
 // overrides reports whether the caller's pragmas set the pragma name.
-func overrides(pragmas []string, name string) bool {
+func overrides(pragmas []pragma, name string) bool {
 	for _, p := range pragmas {
-		if pragmaName(p) == name {
+		if p.name == name {
 			return true
 		}
 	}
@@ -129,7 +131,7 @@ func overrides(pragmas []string, name string) bool {
 // checkOpen opens a connection (which runs the pragmas: a file that is not a
 // database fails here) and checks that the database can be written to, is in
 // WAL mode when wantWAL, and that an existing table has the right shape.
-func (s *Store) checkOpen(ctx context.Context, memory, wantWAL bool) error {
+func (s *Store) checkOpen(ctx context.Context, memory, wantWAL bool, pragmas []pragma) error {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return err
@@ -156,6 +158,9 @@ func (s *Store) checkOpen(ctx context.Context, memory, wantWAL bool) error {
 	}
 	if wantWAL && !memory && !strings.EqualFold(mode, "wal") {
 		return fmt.Errorf("journal_mode is %q, could not switch to WAL", mode)
+	}
+	if err := checkPragmas(ctx, conn, pragmas, memory); err != nil {
+		return err
 	}
 	var n int
 	if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1`, s.table).Scan(&n); err != nil {

@@ -111,9 +111,11 @@ func (r runner) claim(ctx context.Context, key, fingerprint string, token store.
 		// alone decides who holds the key.
 		rec, err := r.record(ctx, stmtRead, key, key)
 		switch {
-		case err == nil && micros(rec.ExpiresAt) > now && !renewable(rec, fingerprint, token):
-			return store.Claim{Outcome: outcome(rec, fingerprint, token), Record: rec}, nil
-		case err != nil && !errors.Is(err, store.ErrNotFound):
+		case err == nil:
+			if f := store.Classify(rec, fingerprint, token, fromMicros(now)); !f.Write {
+				return store.Claim{Outcome: f.Outcome, Record: rec}, nil
+			}
+		case !errors.Is(err, store.ErrNotFound):
 			return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
 		}
 		until := now + durMicros(lease)
@@ -139,32 +141,15 @@ func (r runner) claim(ctx context.Context, key, fingerprint string, token store.
 		if err != nil {
 			return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
 		}
-		if micros(rec.ExpiresAt) <= now {
+		f := store.Classify(rec, fingerprint, token, fromMicros(now))
+		if f.Lapsed {
 			continue // lapsed: absent, claim again
 		}
-		return store.Claim{Outcome: outcome(rec, fingerprint, token), Record: rec}, nil
+		// The caller's own claim (Write) was renewed by a concurrent retry
+		// of the same claim: it holds the key.
+		return store.Claim{Outcome: f.Outcome, Record: rec}, nil
 	}
 	return store.Claim{}, fmt.Errorf("sqlite: claim: the key changed under %d attempts in a row; try again", maxClaimAttempts)
-}
-
-// renewable reports whether rec is the caller's own claim in progress, which
-// Claim renews (a write) rather than reports.
-func renewable(rec store.Record, fingerprint string, token store.Token) bool {
-	return rec.Status == store.StatusInProgress && rec.Token == token && rec.Fingerprint == fingerprint
-}
-
-// outcome classifies a live record that Claim did not take.
-func outcome(rec store.Record, fingerprint string, token store.Token) store.Outcome {
-	switch {
-	case rec.Fingerprint != fingerprint:
-		return store.Mismatch
-	case rec.Status == store.StatusCompleted:
-		return store.Completed
-	case rec.Token == token:
-		// Renewed by a concurrent retry of the same claim.
-		return store.Acquired
-	}
-	return store.InProgress
 }
 
 // Complete stores response for key and marks it completed; see store.Store.

@@ -7,7 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/internal/invalid"
 )
 
 // DefaultTable is the table a Store uses unless WithTable says otherwise. It
@@ -31,18 +31,17 @@ const (
 
 // Option configures Open and New. An invalid value is reported by Open or
 // New (an error matching store.ErrInvalid), never silently replaced.
-type Option func(*options)
+type Option func(*options) error
 
 type options struct {
 	table       string
 	now         func() time.Time
 	busyTimeout time.Duration
 	purgeBatch  int
-	pragmas     []string
+	pragmas     []pragma
 	maxConns    int
 	// openOnly names the options given that only Open can apply.
 	openOnly []string
-	errs     []error
 }
 
 func defaultOptions() options {
@@ -59,22 +58,10 @@ func defaultOptions() options {
 // with them, wrapped in store.ErrInvalid.
 func buildOptions(opts []Option) (options, error) {
 	o := defaultOptions()
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	if err := checkTable(o.table); err != nil {
-		o.errs = append(o.errs, err)
-	}
-	if err := errors.Join(o.errs...); err != nil {
-		return o, fmt.Errorf("%w: %w", store.ErrInvalid, err)
+	if err := invalid.Apply(&o, opts); err != nil {
+		return o, err
 	}
 	return o, nil
-}
-
-func (o *options) fail(format string, args ...any) {
-	o.errs = append(o.errs, fmt.Errorf(format, args...))
 }
 
 // WithTable sets the name of the table that holds the keys (default
@@ -83,18 +70,22 @@ func (o *options) fail(format string, args ...any) {
 // bytes, is safe; the expiry index is named after it with the suffix
 // "_expires_at_idx".
 func WithTable(name string) Option {
-	return func(o *options) { o.table = name }
+	return func(o *options) error {
+		o.table = name
+		return checkTable(name)
+	}
 }
 
 // WithClock sets the clock the Store reads to decide when leases and
 // retentions are over (default time.Now). Tests pass a manual clock so they
 // can move time forward without sleeping. A nil clock is an error.
 func WithClock(now func() time.Time) Option {
-	return func(o *options) {
-		o.now = now
+	return func(o *options) error {
 		if now == nil {
-			o.fail("WithClock: nil clock")
+			return errors.New("WithClock(nil): pass a clock such as time.Now")
 		}
+		o.now = now
+		return nil
 	}
 }
 
@@ -105,11 +96,12 @@ func WithClock(now func() time.Time) Option {
 // busy_timeout, the wait for other processes. With New, set busy_timeout in
 // the DSN of your *sql.DB as well. A timeout that is not positive is an error.
 func WithBusyTimeout(d time.Duration) Option {
-	return func(o *options) {
-		o.busyTimeout = d
+	return func(o *options) error {
 		if d <= 0 {
-			o.fail("WithBusyTimeout: %v is not positive", d)
+			return fmt.Errorf("WithBusyTimeout(%v): pass a positive timeout", d)
 		}
+		o.busyTimeout = d
+		return nil
 	}
 }
 
@@ -118,11 +110,12 @@ func WithBusyTimeout(d time.Duration) Option {
 // write, so other writers are never held up by more than one batch. A batch
 // that is not positive is an error.
 func WithPurgeBatch(n int) Option {
-	return func(o *options) {
-		o.purgeBatch = n
+	return func(o *options) error {
 		if n <= 0 {
-			o.fail("WithPurgeBatch: %d is not positive", n)
+			return fmt.Errorf("WithPurgeBatch(%d): pass a positive number of records", n)
 		}
+		o.purgeBatch = n
+		return nil
 	}
 }
 
@@ -131,16 +124,31 @@ func WithPurgeBatch(n int) Option {
 // every commit reach the disk before it returns (survives a power loss, not
 // only a process crash), WithPragma("foreign_keys(1)") turns on foreign keys.
 // A pragma of the same name as one of Open's (busy_timeout, journal_mode,
-// synchronous) replaces it. An empty pragma is an error. Only Open can apply
-// it: New returns an error for it (put the pragma in the DSN of the *sql.DB
-// you pass).
+// synchronous) replaces it.
+//
+// Names and values are checked: WithPragma takes synchronous, journal_mode,
+// locking_mode, temp_store, secure_delete, foreign_keys,
+// recursive_triggers, cell_size_check, trusted_schema (each with the words
+// SQLite documents, ON/OFF or 1/0 for the booleans), and busy_timeout,
+// cache_size, mmap_size, wal_autocheckpoint, journal_size_limit (integers),
+// written name(value) or name=value. Anything else ("nonsense",
+// synchronous(FUL)) is an error matching store.ErrInvalid, and so is a
+// pragma that SQLite does not report back after Open (a value the driver
+// or the build ignored): you never believe you have a durability you do not
+// have. Only Open can apply it: New returns an error for it (put the pragma
+// in the DSN of the *sql.DB you pass).
 func WithPragma(pragma string) Option {
-	return func(o *options) {
-		o.pragmas = append(o.pragmas, pragma)
+	return func(o *options) error {
 		o.openOnly = append(o.openOnly, "WithPragma")
 		if strings.TrimSpace(pragma) == "" {
-			o.fail("WithPragma: empty pragma")
+			return errors.New(`WithPragma(""): pass a pragma such as "synchronous(FULL)"`)
 		}
+		p, err := parsePragma(pragma)
+		if err != nil {
+			return err
+		}
+		o.pragmas = append(o.pragmas, p)
+		return nil
 	}
 }
 
@@ -151,23 +159,24 @@ func WithPragma(pragma string) Option {
 // can apply it: New returns an error for it (call SetMaxOpenConns on the
 // *sql.DB you pass).
 func WithMaxConns(n int) Option {
-	return func(o *options) {
-		o.maxConns = n
+	return func(o *options) error {
 		o.openOnly = append(o.openOnly, "WithMaxConns")
 		if n <= 0 {
-			o.fail("WithMaxConns: %d is not positive", n)
+			return fmt.Errorf("WithMaxConns(%d): pass a positive number of connections", n)
 		}
+		o.maxConns = n
+		return nil
 	}
 }
 
 func checkTable(name string) error {
 	switch {
 	case name == "":
-		return errors.New("WithTable: empty table name")
+		return errors.New("WithTable: empty table name: pass a name, or leave the option out for the default")
 	case len(name) > MaxTableLen:
-		return fmt.Errorf("WithTable: table name is %d bytes, longer than %d", len(name), MaxTableLen)
+		return fmt.Errorf("WithTable: table name is %d bytes: pass at most %d", len(name), MaxTableLen)
 	case !utf8.ValidString(name) || strings.IndexByte(name, 0) >= 0:
-		return errors.New("WithTable: table name is not valid UTF-8 without NUL")
+		return errors.New("WithTable: table name is not valid UTF-8 without NUL: pass one that is")
 	}
 	return nil
 }

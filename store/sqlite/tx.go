@@ -3,12 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"strconv"
-	"sync/atomic"
 	"time"
 
+	"github.com/idemkit/idemkit/internal/sqltx"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -35,9 +33,6 @@ func TxFrom(ctx context.Context) (*sql.Tx, bool) {
 	return nil, false
 }
 
-// savepoints numbers the SAVEPOINTs of nested InTx calls.
-var savepoints atomic.Uint64
-
 // InTx runs fn in one database transaction: fn receives a context that
 // carries the transaction (see TxFrom) and a store.Store whose calls run in
 // it, so Claim, the caller's own writes and Complete commit together. When fn
@@ -55,7 +50,7 @@ var savepoints atomic.Uint64
 // that context also runs in the transaction. InTx called with such a context
 // runs fn in a SAVEPOINT of the same transaction: fn's error rolls back to it,
 // nil keeps its writes for the outer commit.
-func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, s store.Store) error) (err error) {
+func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, s store.Store) error) error {
 	if fn == nil {
 		return fmt.Errorf("sqlite: begin: %w: nil fn", store.ErrInvalid)
 	}
@@ -70,74 +65,26 @@ func (s *Store) InTx(ctx context.Context, fn func(ctx context.Context, s store.S
 		return fmt.Errorf("sqlite: begin: %w", err)
 	}
 	defer unlock()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlite: begin: %w", err)
-	}
-	done := false
-	defer func() {
-		if !done { // fn panicked or called runtime.Goexit
-			_ = tx.Rollback()
-		}
-	}()
-	r := runner{s: s, tx: tx}
+	var hooks sqltx.Hooks
 	if !s.immediate {
 		// Take the write lock now, before fn can read: a transaction that
 		// reads and then writes could fail with SQLITE_BUSY instead of waiting.
-		if _, err := r.write(ctx, stmtLock); err != nil {
-			done = true
-			_ = tx.Rollback()
-			return fmt.Errorf("sqlite: begin: %w", err)
+		hooks.Start = func(tx *sql.Tx) error {
+			_, err := runner{s: s, tx: tx}.write(ctx, stmtLock)
+			return err
 		}
 	}
-	st := &txState{s: s, tx: tx}
-	if err := fn(context.WithValue(ctx, ctxKey{}, st), txStore{r}); err != nil {
-		done = true
-		if rbErr := tx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
-			return errors.Join(err, fmt.Errorf("sqlite: rollback: %w", rbErr))
-		}
-		return err
-	}
-	done = true
-	if err := tx.Commit(); err != nil {
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			// database/sql rolled the transaction back when ctx ended.
-			return fmt.Errorf("sqlite: commit: %w", errors.Join(ctxErr, err))
-		}
-		return fmt.Errorf("sqlite: commit: %w", err)
-	}
-	return nil
+	return sqltx.Run(ctx, s.db, "sqlite", hooks, func(tx *sql.Tx) error {
+		st := &txState{s: s, tx: tx}
+		return fn(context.WithValue(ctx, ctxKey{}, st), txStore{runner{s: s, tx: tx}})
+	})
 }
 
 // savepoint runs fn inside a SAVEPOINT of the transaction st.
 func (st *txState) savepoint(ctx context.Context, fn func(ctx context.Context, s store.Store) error) error {
-	name := "idemkit_" + strconv.FormatUint(savepoints.Add(1), 10)
-	if _, err := st.tx.ExecContext(ctx, "SAVEPOINT "+name); err != nil {
-		return fmt.Errorf("sqlite: savepoint: %w", err)
-	}
-	undo := func() error {
-		// ROLLBACK TO keeps the savepoint open; RELEASE ends it.
-		_, err := st.tx.ExecContext(context.WithoutCancel(ctx), "ROLLBACK TO "+name+"; RELEASE "+name)
-		return err
-	}
-	done := false
-	defer func() {
-		if !done {
-			_ = undo()
-		}
-	}()
-	if err := fn(ctx, txStore{runner{s: st.s, tx: st.tx}}); err != nil {
-		done = true
-		if rbErr := undo(); rbErr != nil {
-			return errors.Join(err, fmt.Errorf("sqlite: rollback to savepoint: %w", rbErr))
-		}
-		return err
-	}
-	done = true
-	if _, err := st.tx.ExecContext(ctx, "RELEASE "+name); err != nil {
-		return fmt.Errorf("sqlite: release savepoint: %w", err)
-	}
-	return nil
+	return sqltx.Savepoint(ctx, st.tx, "sqlite", nil, func() error {
+		return fn(ctx, txStore{runner{s: st.s, tx: st.tx}})
+	})
 }
 
 // txStore is the store.Store InTx passes to fn: every call runs in the

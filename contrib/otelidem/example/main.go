@@ -146,14 +146,18 @@ func newServer(cfg config, logger *slog.Logger) (*server, purge.Option, error) {
 	}
 
 	led := &ledger{delay: cfg.Delay}
+	fp, err := keyer.NewFingerprinter(keyer.WithCanonicalJSON(), keyer.WithMaxBody(64<<10))
+	if err != nil {
+		closeStore()
+		return nil, nil, err
+	}
 	e, err := idem.New(st, idem.WithTracer(tel), idem.WithWait(cfg.Wait),
 		idem.WithRetention(cfg.Retention), idem.WithLogger(logger))
 	if err != nil {
 		closeStore()
 		return nil, nil, err
 	}
-	mw, err := httpidem.New(e,
-		httpidem.WithFingerprinter(keyer.NewFingerprinter(keyer.WithCanonicalJSON(), keyer.WithMaxBody(64<<10))))
+	mw, err := httpidem.New(e, httpidem.WithFingerprinter(fp))
 	if err != nil {
 		closeStore()
 		return nil, nil, err

@@ -1,0 +1,39 @@
+package mysql_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"database/sql"
+
+	_ "github.com/go-sql-driver/mysql"
+	"github.com/idemkit/idemkit/store/mysql"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// TestOptionsRule: a nil option or an invalid value fails construction with
+// an error matching store.ErrInvalid that names the package once and says
+// "invalid argument" once.
+func TestOptionsRule(t *testing.T) {
+	db, err := sql.Open("mysql", "nobody@tcp(127.0.0.1:1)/none") // never connects: New does no I/O
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	for name, opts := range map[string][]mysql.Option{
+		"nil": {nil}, "empty table": {mysql.WithTable("")}, "trailing space": {mysql.WithTable("t ")}, "purge batch 0": {mysql.WithPurgeBatch(-1)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, err := mysql.New(db, opts...)
+			if !errors.Is(err, store.ErrInvalid) {
+				t.Fatalf("got %v, %v; want an error matching store.ErrInvalid", s, err)
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, "mysql: ") || strings.Count(msg, "mysql: ") != 1 || strings.Count(msg, "invalid argument") != 1 {
+				t.Errorf("message %q: want one %q prefix and one %q", msg, "mysql: ", "invalid argument")
+			}
+		})
+	}
+}
