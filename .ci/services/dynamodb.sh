@@ -4,6 +4,7 @@
 # already answers on the port is used as it is.
 dynamodb_port=8000
 dynamodb_dir="${IDEMKIT_CACHE:-$HOME/.cache/idemkit}/dynalite"
+need_pkg curl curl
 dynamodb_up() { # any HTTP answer on the port: dynalite replies 400 to an unsigned GET
 	curl -s -o /dev/null -m 2 "http://127.0.0.1:$dynamodb_port/" 2>/dev/null
 }
