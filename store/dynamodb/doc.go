@@ -72,7 +72,12 @@
 // reading. A taker whose clock runs behind the holder's only takes over
 // later, and a retention ends later. Keep the clocks synchronized (on AWS,
 // the Amazon Time Sync Service keeps them well within a millisecond) and
-// leases much longer than the allowance. The times records report
+// leases much longer than the allowance. Store.CheckClock compares the
+// Store's clock with DynamoDB's (the Date header of a response, to the
+// second) and reports a clock provably off by more than the allowance;
+// store.Open runs it, so a process whose clock is far off fails at start.
+// It catches a clock that is seconds or hours wrong, not one a few hundred
+// milliseconds off. The times records report
 // (LockedUntil, ExpiresAt) are the deadlines as written; every Store treats
 // a record as live for the allowance past them.
 //

@@ -329,3 +329,39 @@ func mustClaim(t *testing.T, s store.Store, key, fp string, tok store.Token, wan
 	}
 	return c
 }
+
+// TestCheckClock: a clock in step with the server's passes; one an hour
+// ahead or behind is refused with ErrClockSkew, by CheckClock and so by
+// store.Open's check.
+func TestCheckClock(t *testing.T) {
+	c := localClient(t)
+	s := newTable(t, c)
+	if off, err := s.CheckClock(t.Context()); err != nil || off > 2*time.Second || off < -2*time.Second {
+		t.Fatalf("CheckClock with the real clock = %v, %v; want nil and an offset within the Date header's second", off, err)
+	}
+	for _, d := range []time.Duration{time.Hour, -time.Hour, 5 * time.Second} {
+		off, err := mustNew(t, c, s.Table(), dynamodb.WithClock(func() time.Time { return time.Now().Add(d) })).CheckClock(t.Context())
+		if !errors.Is(err, dynamodb.ErrClockSkew) {
+			t.Fatalf("CheckClock with a clock %v off = %v, %v; want ErrClockSkew", d, off, err)
+		}
+	}
+	// Off by less than the allowance (plus the header's second) passes.
+	near := mustNew(t, c, s.Table(), dynamodb.WithClock(func() time.Time { return time.Now().Add(3 * time.Second) }), dynamodb.WithClockSkew(5*time.Second))
+	if _, err := near.CheckClock(t.Context()); err != nil {
+		t.Fatalf("CheckClock 3s off with a 5s allowance: %v", err)
+	}
+	// A table that does not exist yet still answers with the server's time.
+	missing := mustNew(t, c, tableName(t))
+	if _, err := missing.CheckClock(t.Context()); err != nil {
+		t.Fatalf("CheckClock on a table not created yet: %v", err)
+	}
+}
+
+func mustNew(t *testing.T, c dynamodb.Client, table string, opts ...dynamodb.Option) *dynamodb.Store {
+	t.Helper()
+	s, err := dynamodb.New(c, table, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
