@@ -2,7 +2,12 @@
 // for Go v2. It is a module of its own, so that users of the other backends
 // never download the SDK.
 //
-//	client := dynamodb.NewFromConfig(cfg) // github.com/aws/aws-sdk-go-v2/service/dynamodb
+//	import (
+//		"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+//		ddbstore "github.com/idemkit/idemkit/store/dynamodb"
+//	)
+//
+//	client := dynamodb.NewFromConfig(cfg) // cfg from config.LoadDefaultConfig
 //	s, err := ddbstore.New(client, "idempotency_keys")
 //	...
 //	err = s.Migrate(ctx) // or create the table in your infrastructure code
@@ -128,10 +133,13 @@
 // serializes writes to one item, as DynamoDB does, so the atomicity
 // tests are real; but it cannot show DynamoDB's latency, its throttling
 // (throttling is tested with a client that injects the errors), its
-// partitions, global tables (multi-region, where conflicting writes from
-// two regions resolve last-writer-wins and conditions hold only within one
-// region: use one region's table for the keys), or TTL deletion. It does
-// not return the item with a refused condition (the GetItem fallback runs
-// there, the ALL_OLD path only on DynamoDB) and has no TTL or transaction
-// API.
+// partitions, TTL deletion, or global tables: with asynchronous
+// replication, concurrent writes in two regions both succeed and the last
+// writer wins, so a condition holds only within one region; keep the keys
+// in one region's table (a global table with multi-region strong
+// consistency is untested here). dynalite does not return the item with a
+// refused condition, so the GetItem fallback runs there; the tests run the
+// suite a second time with a client wrapper that hands the item back as
+// DynamoDB does (TestConformanceReturnedItem). It has no TTL or
+// transaction API.
 package dynamodb
