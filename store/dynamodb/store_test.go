@@ -365,3 +365,47 @@ func mustNew(t *testing.T, c dynamodb.Client, table string, opts ...dynamodb.Opt
 	}
 	return s
 }
+
+// TestPurgePages: Purge goes through every Scan page (a page of two items
+// here) and deletes exactly the records that are over: lapsed leases and
+// ended retentions, not live claims, live records or renewals.
+func TestPurgePages(t *testing.T) {
+	c := localClient(t)
+	clock := storetest.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	s := newTable(t, c, dynamodb.WithClock(clock.Now), dynamodb.WithPurgeBatch(2))
+	ctx := t.Context()
+	claim := func(key string, lease time.Duration) store.Token {
+		t.Helper()
+		tok := store.NewToken()
+		if cl, err := s.Claim(ctx, key, "", tok, lease); err != nil || cl.Outcome != store.Acquired {
+			t.Fatalf("Claim(%s) = %v, %v", key, cl.Outcome, err)
+		}
+		return tok
+	}
+	for i := range 3 {
+		claim("lapsing-"+strconv.Itoa(i), time.Minute)
+		tok := claim("ending-"+strconv.Itoa(i), time.Hour)
+		if err := s.Complete(ctx, "ending-"+strconv.Itoa(i), tok, []byte("r"), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	renewed := claim("renewed", time.Minute)
+	claim("live", time.Hour)
+	clock.Advance(30 * time.Second)
+	if _, err := s.Claim(ctx, "renewed", "", renewed, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Minute)
+	n, err := s.Purge(ctx)
+	if err != nil || n != 6 {
+		t.Fatalf("Purge = %d, %v; want 6 (three lapsed leases, three ended retentions)", n, err)
+	}
+	for _, k := range []string{"renewed", "live"} {
+		if _, err := s.Get(ctx, k); err != nil {
+			t.Errorf("Get(%s) after Purge: %v", k, err)
+		}
+	}
+	if n, err := s.Purge(ctx); err != nil || n != 0 {
+		t.Fatalf("a second Purge = %d, %v; want 0", n, err)
+	}
+}
