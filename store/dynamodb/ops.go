@@ -176,7 +176,7 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 	if found && r.Status == store.StatusCompleted && r.Token == token && s.live(r, s.now()) {
 		return nil // a retried Complete: the first response stays
 	}
-	return fmt.Errorf("dynamodb: complete %q: %w", key, store.ErrLeaseLost)
+	return fmt.Errorf("dynamodb: complete: key %q: %w", key, store.ErrLeaseLost)
 }
 
 // Release implements store.Store: one DeleteItem conditional on token
@@ -217,7 +217,7 @@ func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
 		return store.Record{}, fmt.Errorf("dynamodb: get: %w", err)
 	}
 	if !found || !s.live(r, s.now()) {
-		return store.Record{}, fmt.Errorf("dynamodb: get %q: %w", key, store.ErrNotFound)
+		return store.Record{}, fmt.Errorf("dynamodb: get: key %q: %w", key, store.ErrNotFound)
 	}
 	return r, nil
 }
