@@ -102,9 +102,10 @@
 // refused with store.ErrInvalid as a result too large to keep: it records
 // the key as completed without a response, so a retry is told the work was
 // done instead of running it again. The conformance case
-// Strings/ResponseSeveralMiB (a 4 MiB response) is the one case of
-// package storetest this backend skips, for this reason; TestCompleteTooLarge
-// shows the refusal and what the engine makes of it.
+// Strings/ResponseSeveralMiB (a 4 MiB response) is, for this reason, the
+// one case of package storetest this backend skips, besides the Transactor
+// group (see below); TestCompleteTooLarge shows the refusal and what the
+// engine makes of it.
 //
 // # No store.Transactor
 //
