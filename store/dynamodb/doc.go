@@ -60,14 +60,18 @@
 // DynamoDB has no server time in condition expressions: a condition can
 // compare an attribute only with values the request carries. So the
 // deadlines an item holds (l, e) are written from the clock of the Store
-// that wrote them (time.Now, or WithClock), and a Store decides that a
-// record is over by sending its own clock, less the skew allowance
-// (WithClockSkew, default DefaultClockSkew = 1s), as the value :cut in the
-// condition: a record is over when its deadline is at or before now - skew.
+// that wrote them (time.Now, or WithClock), plus the skew allowance
+// (WithClockSkew, default DefaultClockSkew = 1s), and a Store decides that
+// a record is over by sending its own clock as the value :now in the
+// condition: a record is over from the instant its deadline is at or
+// before :now. Records report these deadlines (LockedUntil, ExpiresAt), so
+// a lease asked for 30s reports a LockedUntil 31s after the claim, and is
+// absent from that instant on for every Store.
+//
 // What is trusted, precisely: that the clocks of any two processes sharing
 // a table disagree by less than the skew allowance. A holder writes its
-// deadline on its own clock; another process takes over when its own
-// clock, less the allowance, has passed that deadline. So a takeover comes
+// deadline on its own clock, the allowance added; another process takes
+// over when its own clock reaches that deadline. So a takeover comes
 // early only when the taker's clock runs ahead of the holder's by more than
 // the allowance (a taker whose clock is ahead, or a holder whose clock is
 // behind); then the work may run twice, as after any lapsed lease, while
@@ -82,13 +86,11 @@
 // second) and reports a clock provably off by more than the allowance;
 // store.Open runs it, so a process whose clock is far off fails at start.
 // It catches a clock that is seconds or hours wrong, not one a few hundred
-// milliseconds off. The times records report
-// (LockedUntil, ExpiresAt) are the deadlines as written; every Store treats
-// a record as live for the allowance past them.
+// milliseconds off.
 //
 // DynamoDB's TTL deletes items on AWS's own clock, some time (up to days)
 // after their ttl attribute, which is set one hour past the record's end
-// plus the skew allowance. TTL only removes what every Store already treats
+// (the skew allowance included). TTL only removes what every Store already treats
 // as absent; it decides nothing. Purge does the same on demand, for tables
 // without TTL (and for servers without the TTL API, such as dynalite), with
 // a Scan: prefer TTL on a large table.
