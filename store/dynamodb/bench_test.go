@@ -106,19 +106,19 @@ func nanos(t time.Time) types.AttributeValue {
 
 func rawClaimInput(table *string, key string, tok store.Token) *awsdynamodb.PutItemInput {
 	now := time.Now()
-	until := now.Add(benchLease)
+	until := now.Add(benchLease + time.Second) // the default skew allowance
 	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	return &awsdynamodb.PutItemInput{
 		TableName: table,
 		Item: map[string]types.AttributeValue{
 			"k": s(key), "f": s("fp"), "t": s(string(tok)), "s": &types.AttributeValueMemberN{Value: "1"},
 			"l": nanos(until), "e": nanos(until),
-			"ttl": &types.AttributeValueMemberN{Value: strconv.FormatInt(until.Add(time.Hour+time.Second).Unix()+1, 10)},
+			"ttl": &types.AttributeValueMemberN{Value: strconv.FormatInt(until.Add(time.Hour).Unix()+1, 10)},
 		},
-		ConditionExpression:      aws.String("attribute_not_exists(#k) OR #e <= :cut OR (#s = :inprog AND #t = :tok AND #f = :fp)"),
+		ConditionExpression:      aws.String("attribute_not_exists(#k) OR #e <= :now OR (#s = :inprog AND #t = :tok AND #f = :fp)"),
 		ExpressionAttributeNames: rawNames,
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":cut": nanos(now.Add(-time.Second)), ":inprog": &types.AttributeValueMemberN{Value: "1"},
+			":now": nanos(now), ":inprog": &types.AttributeValueMemberN{Value: "1"},
 			":tok": s(string(tok)), ":fp": s("fp"),
 		},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -131,7 +131,7 @@ func rawCycle(c *awsdynamodb.Client, table *string, key string) error {
 	if _, err := c.PutItem(ctx, rawClaimInput(table, key, tok)); err != nil {
 		return err
 	}
-	expires := time.Now().Add(benchRetention)
+	expires := time.Now().Add(benchRetention + time.Second)
 	_, err := c.UpdateItem(ctx, &awsdynamodb.UpdateItemInput{
 		TableName: table, Key: map[string]types.AttributeValue{"k": &types.AttributeValueMemberS{Value: key}},
 		UpdateExpression:         aws.String("SET #s = :done, #e = :e, #ttl = :ttl, #r = :r REMOVE #l"),
@@ -140,7 +140,7 @@ func rawCycle(c *awsdynamodb.Client, table *string, key string) error {
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":done": &types.AttributeValueMemberN{Value: "2"}, ":inprog": &types.AttributeValueMemberN{Value: "1"},
 			":tok": &types.AttributeValueMemberS{Value: string(tok)}, ":e": nanos(expires),
-			":ttl": &types.AttributeValueMemberN{Value: strconv.FormatInt(expires.Add(time.Hour+time.Second).Unix()+1, 10)},
+			":ttl": &types.AttributeValueMemberN{Value: strconv.FormatInt(expires.Add(time.Hour).Unix()+1, 10)},
 			":r":   &types.AttributeValueMemberB{Value: benchResponse},
 		},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,

@@ -2,7 +2,12 @@
 // for Go v2. It is a module of its own, so that users of the other backends
 // never download the SDK.
 //
-//	client := dynamodb.NewFromConfig(cfg) // github.com/aws/aws-sdk-go-v2/service/dynamodb
+//	import (
+//		"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+//		ddbstore "github.com/idemkit/idemkit/store/dynamodb"
+//	)
+//
+//	client := dynamodb.NewFromConfig(cfg) // cfg from config.LoadDefaultConfig
 //	s, err := ddbstore.New(client, "idempotency_keys")
 //	...
 //	err = s.Migrate(ctx) // or create the table in your infrastructure code
@@ -55,14 +60,18 @@
 // DynamoDB has no server time in condition expressions: a condition can
 // compare an attribute only with values the request carries. So the
 // deadlines an item holds (l, e) are written from the clock of the Store
-// that wrote them (time.Now, or WithClock), and a Store decides that a
-// record is over by sending its own clock, less the skew allowance
-// (WithClockSkew, default DefaultClockSkew = 1s), as the value :cut in the
-// condition: a record is over when its deadline is at or before now - skew.
+// that wrote them (time.Now, or WithClock), plus the skew allowance
+// (WithClockSkew, default DefaultClockSkew = 1s), and a Store decides that
+// a record is over by sending its own clock as the value :now in the
+// condition: a record is over from the instant its deadline is at or
+// before :now. Records report these deadlines (LockedUntil, ExpiresAt), so
+// a lease asked for 30s reports a LockedUntil 31s after the claim, and is
+// absent from that instant on for every Store.
+//
 // What is trusted, precisely: that the clocks of any two processes sharing
 // a table disagree by less than the skew allowance. A holder writes its
-// deadline on its own clock; another process takes over when its own
-// clock, less the allowance, has passed that deadline. So a takeover comes
+// deadline on its own clock, the allowance added; another process takes
+// over when its own clock reaches that deadline. So a takeover comes
 // early only when the taker's clock runs ahead of the holder's by more than
 // the allowance (a taker whose clock is ahead, or a holder whose clock is
 // behind); then the work may run twice, as after any lapsed lease, while
@@ -72,13 +81,16 @@
 // reading. A taker whose clock runs behind the holder's only takes over
 // later, and a retention ends later. Keep the clocks synchronized (on AWS,
 // the Amazon Time Sync Service keeps them well within a millisecond) and
-// leases much longer than the allowance. The times records report
-// (LockedUntil, ExpiresAt) are the deadlines as written; every Store treats
-// a record as live for the allowance past them.
+// leases much longer than the allowance. Store.CheckClock compares the
+// Store's clock with DynamoDB's (the Date header of a response, to the
+// second) and reports a clock provably off by more than the allowance;
+// store.Open runs it, so a process whose clock is far off fails at start.
+// It catches a clock that is seconds or hours wrong, not one a few hundred
+// milliseconds off.
 //
 // DynamoDB's TTL deletes items on AWS's own clock, some time (up to days)
 // after their ttl attribute, which is set one hour past the record's end
-// plus the skew allowance. TTL only removes what every Store already treats
+// (the skew allowance included). TTL only removes what every Store already treats
 // as absent; it decides nothing. Purge does the same on demand, for tables
 // without TTL (and for servers without the TTL API, such as dynalite), with
 // a Scan: prefer TTL on a large table.
@@ -92,9 +104,10 @@
 // refused with store.ErrInvalid as a result too large to keep: it records
 // the key as completed without a response, so a retry is told the work was
 // done instead of running it again. The conformance case
-// Strings/ResponseSeveralMiB (a 4 MiB response) is the one case of
-// package storetest this backend skips, for this reason; TestCompleteTooLarge
-// shows the refusal and what the engine makes of it.
+// Strings/ResponseSeveralMiB (a 4 MiB response) is, for this reason, the
+// one case of package storetest this backend skips, besides the Transactor
+// group (see below); TestCompleteTooLarge shows the refusal and what the
+// engine makes of it.
 //
 // # No store.Transactor
 //
@@ -123,10 +136,13 @@
 // serializes writes to one item, as DynamoDB does, so the atomicity
 // tests are real; but it cannot show DynamoDB's latency, its throttling
 // (throttling is tested with a client that injects the errors), its
-// partitions, global tables (multi-region, where conflicting writes from
-// two regions resolve last-writer-wins and conditions hold only within one
-// region: use one region's table for the keys), or TTL deletion. It does
-// not return the item with a refused condition (the GetItem fallback runs
-// there, the ALL_OLD path only on DynamoDB) and has no TTL or transaction
-// API.
+// partitions, TTL deletion, or global tables: with asynchronous
+// replication, concurrent writes in two regions both succeed and the last
+// writer wins, so a condition holds only within one region; keep the keys
+// in one region's table (a global table with multi-region strong
+// consistency is untested here). dynalite does not return the item with a
+// refused condition, so the GetItem fallback runs there; the tests run the
+// suite a second time with a client wrapper that hands the item back as
+// DynamoDB does (TestConformanceReturnedItem). It has no TTL or
+// transaction API.
 package dynamodb

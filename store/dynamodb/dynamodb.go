@@ -87,11 +87,13 @@ func WithClock(now func() time.Time) Option {
 }
 
 // WithClockSkew sets how far the clocks of the processes sharing the table
-// may disagree (default DefaultClockSkew). A lease or a retention is over
-// for a Store only when its deadline lies more than d in the past on the
-// Store's clock, so a process whose clock runs up to d ahead never takes
-// over a lease its holder still counts as live. Zero trusts every clock
-// exactly; a negative d is an error at New.
+// may disagree (default DefaultClockSkew). Every deadline a Store writes
+// (the end of a lease or of a retention) lies d past what was asked, and a
+// record is over for every Store from the instant its clock reads that
+// deadline; so a process whose clock runs up to d ahead of the holder's
+// never takes over a lease the holder still counts as live. The records
+// report these deadlines (LockedUntil, ExpiresAt), d included. Zero trusts
+// every clock exactly; a negative d is an error at New.
 func WithClockSkew(d time.Duration) Option {
 	return func(o *options) {
 		o.skew = d

@@ -26,13 +26,12 @@ const (
 
 // TTLAttribute is the attribute Migrate enables DynamoDB's Time to Live on.
 // Each item holds there, in Unix seconds, a time one hour after the item's
-// own deadline plus the clock skew allowance, so AWS's deletion (on AWS's
-// clock, some time after that) only removes items that every Store already
-// treats as absent.
+// own deadline (which includes the clock skew allowance), so AWS's deletion
+// (on AWS's clock, some time after that) only removes items that every
+// Store already treats as absent.
 const TTLAttribute = attrTTL
 
-// ttlGrace is how far past the end of its record (deadline plus skew) an
-// item's TTL lies.
+// ttlGrace is how far past the end of its record an item's TTL lies.
 const ttlGrace = time.Hour
 
 var names = map[string]string{
@@ -67,7 +66,7 @@ func keyOf(key string) map[string]types.AttributeValue {
 
 // ttlOf returns the TTL attribute for a record that ends at end.
 func (s *Store) ttlOf(end time.Time) types.AttributeValue {
-	t := end.Add(s.skew + ttlGrace)
+	t := end.Add(ttlGrace)
 	return attrN(strconv.FormatInt(t.Unix()+1, 10))
 }
 
@@ -126,12 +125,15 @@ func decode(item map[string]types.AttributeValue) (r store.Record, ok bool, err 
 	return r, true, nil
 }
 
-// live reports whether r is still a record at now: its deadline lies less
-// than the skew allowance in the past. It is the test the conditions of
-// Claim and Purge make on the server, with the same cut-off.
+// live reports whether r is still a record at now: its deadline, which
+// includes the skew allowance, is later. It is the test the conditions of
+// Claim and Purge make on the server.
 func (s *Store) live(r store.Record, now time.Time) bool {
-	return r.ExpiresAt.After(s.cut(now))
+	return r.ExpiresAt.After(now)
 }
 
-// cut is the time a deadline must be at or before for its record to be over.
-func (s *Store) cut(now time.Time) time.Time { return now.Add(-s.skew) }
+// deadline returns the end of a lease or retention d that begins at now:
+// d plus the skew allowance later, at the resolution items keep.
+func (s *Store) deadline(now time.Time, d time.Duration) time.Time {
+	return time.Unix(0, now.Add(d+s.skew).UnixNano())
+}

@@ -12,14 +12,15 @@ import (
 	"github.com/idemkit/idemkit/store"
 )
 
-// The conditions of the writes. :cut is the Store's clock less the skew
-// allowance: a record whose deadline (#e) is at or before it is over.
+// The conditions of the writes. :now is the Store's clock: a record whose
+// deadline (#e, written with the skew allowance in it) is at or before it
+// is over.
 const (
 	// Claim writes when the key is absent, its record is over (a lapsed
 	// lease or a retention that ended), or the caller's own token holds it
 	// in progress with the same fingerprint (a renewal).
-	claimCond      = "attribute_not_exists(#k) OR #e <= :cut OR (#s = :inprog AND #t = :tok AND #f = :fp)"
-	claimCondNoFP  = "attribute_not_exists(#k) OR #e <= :cut OR (#s = :inprog AND #t = :tok AND attribute_not_exists(#f))"
+	claimCond      = "attribute_not_exists(#k) OR #e <= :now OR (#s = :inprog AND #t = :tok AND #f = :fp)"
+	claimCondNoFP  = "attribute_not_exists(#k) OR #e <= :now OR (#s = :inprog AND #t = :tok AND attribute_not_exists(#f))"
 	holderCond     = "#s = :inprog AND #t = :tok"
 	completeUpdate = "SET #s = :done, #e = :e, #ttl = :ttl, #r = :r REMOVE #l"
 	completeNoResp = "SET #s = :done, #e = :e, #ttl = :ttl REMOVE #l"
@@ -41,7 +42,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 	}
 	for range maxAttempts {
 		now := s.now()
-		until := time.Unix(0, now.Add(lease).UnixNano()) // as Get will read it back
+		until := s.deadline(now, lease)
 		item := map[string]types.AttributeValue{
 			attrKey:         attrS(key),
 			attrToken:       attrS(string(token)),
@@ -51,7 +52,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 			attrTTL:         s.ttlOf(until),
 		}
 		values := map[string]types.AttributeValue{
-			":cut": attrTime(s.cut(now)), ":inprog": inProgressValue, ":tok": attrS(string(token)),
+			":now": attrTime(now), ":inprog": inProgressValue, ":tok": attrS(string(token)),
 		}
 		cond, condNames := claimCondNoFP, namesFor("#k", "#e", "#s", "#t", "#f")
 		if fingerprint != "" {
@@ -143,7 +144,7 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 		return fmt.Errorf("dynamodb: complete: %w: response is %d bytes, longer than %d (DynamoDB items stop at 400 KB)",
 			store.ErrInvalid, len(response), MaxResponseLen)
 	}
-	expires := s.now().Add(retention)
+	expires := s.deadline(s.now(), retention)
 	update := completeNoResp
 	values := map[string]types.AttributeValue{
 		":inprog": inProgressValue, ":tok": attrS(string(token)), ":done": completedValue,
@@ -176,7 +177,7 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 	if found && r.Status == store.StatusCompleted && r.Token == token && s.live(r, s.now()) {
 		return nil // a retried Complete: the first response stays
 	}
-	return fmt.Errorf("dynamodb: complete %q: %w", key, store.ErrLeaseLost)
+	return fmt.Errorf("dynamodb: complete: key %q: %w", key, store.ErrLeaseLost)
 }
 
 // Release implements store.Store: one DeleteItem conditional on token
@@ -217,7 +218,7 @@ func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
 		return store.Record{}, fmt.Errorf("dynamodb: get: %w", err)
 	}
 	if !found || !s.live(r, s.now()) {
-		return store.Record{}, fmt.Errorf("dynamodb: get %q: %w", key, store.ErrNotFound)
+		return store.Record{}, fmt.Errorf("dynamodb: get: key %q: %w", key, store.ErrNotFound)
 	}
 	return r, nil
 }

@@ -84,16 +84,16 @@ func (s *Store) waitActive(ctx context.Context) error {
 // key claimed again meanwhile is never touched. A Scan reads every item of
 // the table: on a large table prefer TTL, which costs no read capacity.
 func (s *Store) Purge(ctx context.Context) (int64, error) {
-	cut := attrTime(s.cut(s.now()))
-	filter := "#e <= :cut"
+	now := attrTime(s.now())
+	filter := "#e <= :now"
 	proj := "#k, #t"
 	in := &dynamodb.ScanInput{
 		TableName: s.table, ConsistentRead: &consistent, Limit: &s.purgeBatch,
 		FilterExpression: &filter, ProjectionExpression: &proj,
 		ExpressionAttributeNames:  namesFor("#e", "#k", "#t"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":cut": cut},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":now": now},
 	}
-	cond := "#t = :tok AND #e <= :cut"
+	cond := "#t = :tok AND #e <= :now"
 	var n int64
 	for {
 		if err := ctx.Err(); err != nil {
@@ -117,7 +117,7 @@ func (s *Store) Purge(ctx context.Context) (int64, error) {
 				TableName: s.table, Key: map[string]types.AttributeValue{attrKey: item[attrKey]},
 				ConditionExpression:       &cond,
 				ExpressionAttributeNames:  namesFor("#t", "#e"),
-				ExpressionAttributeValues: map[string]types.AttributeValue{":tok": tok, ":cut": cut},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":tok": tok, ":now": now},
 			}
 			err := s.retry(ctx, func(ctx context.Context) error {
 				_, err := s.client.DeleteItem(ctx, del)

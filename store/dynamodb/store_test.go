@@ -329,3 +329,83 @@ func mustClaim(t *testing.T, s store.Store, key, fp string, tok store.Token, wan
 	}
 	return c
 }
+
+// TestCheckClock: a clock in step with the server's passes; one an hour
+// ahead or behind is refused with ErrClockSkew, by CheckClock and so by
+// store.Open's check.
+func TestCheckClock(t *testing.T) {
+	c := localClient(t)
+	s := newTable(t, c)
+	if off, err := s.CheckClock(t.Context()); err != nil || off > 2*time.Second || off < -2*time.Second {
+		t.Fatalf("CheckClock with the real clock = %v, %v; want nil and an offset within the Date header's second", off, err)
+	}
+	for _, d := range []time.Duration{time.Hour, -time.Hour, 5 * time.Second} {
+		off, err := mustNew(t, c, s.Table(), dynamodb.WithClock(func() time.Time { return time.Now().Add(d) })).CheckClock(t.Context())
+		if !errors.Is(err, dynamodb.ErrClockSkew) {
+			t.Fatalf("CheckClock with a clock %v off = %v, %v; want ErrClockSkew", d, off, err)
+		}
+	}
+	// Off by less than the allowance (plus the header's second) passes.
+	near := mustNew(t, c, s.Table(), dynamodb.WithClock(func() time.Time { return time.Now().Add(3 * time.Second) }), dynamodb.WithClockSkew(5*time.Second))
+	if _, err := near.CheckClock(t.Context()); err != nil {
+		t.Fatalf("CheckClock 3s off with a 5s allowance: %v", err)
+	}
+	// A table that does not exist yet still answers with the server's time.
+	missing := mustNew(t, c, tableName(t))
+	if _, err := missing.CheckClock(t.Context()); err != nil {
+		t.Fatalf("CheckClock on a table not created yet: %v", err)
+	}
+}
+
+func mustNew(t *testing.T, c dynamodb.Client, table string, opts ...dynamodb.Option) *dynamodb.Store {
+	t.Helper()
+	s, err := dynamodb.New(c, table, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestPurgePages: Purge goes through every Scan page (a page of two items
+// here) and deletes exactly the records that are over: lapsed leases and
+// ended retentions, not live claims, live records or renewals.
+func TestPurgePages(t *testing.T) {
+	c := localClient(t)
+	clock := storetest.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	s := newTable(t, c, dynamodb.WithClock(clock.Now), dynamodb.WithPurgeBatch(2))
+	ctx := t.Context()
+	claim := func(key string, lease time.Duration) store.Token {
+		t.Helper()
+		tok := store.NewToken()
+		if cl, err := s.Claim(ctx, key, "", tok, lease); err != nil || cl.Outcome != store.Acquired {
+			t.Fatalf("Claim(%s) = %v, %v", key, cl.Outcome, err)
+		}
+		return tok
+	}
+	for i := range 3 {
+		claim("lapsing-"+strconv.Itoa(i), time.Minute)
+		tok := claim("ending-"+strconv.Itoa(i), time.Hour)
+		if err := s.Complete(ctx, "ending-"+strconv.Itoa(i), tok, []byte("r"), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	renewed := claim("renewed", time.Minute)
+	claim("live", time.Hour)
+	clock.Advance(30 * time.Second)
+	if _, err := s.Claim(ctx, "renewed", "", renewed, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Minute)
+	n, err := s.Purge(ctx)
+	if err != nil || n != 6 {
+		t.Fatalf("Purge = %d, %v; want 6 (three lapsed leases, three ended retentions)", n, err)
+	}
+	for _, k := range []string{"renewed", "live"} {
+		if _, err := s.Get(ctx, k); err != nil {
+			t.Errorf("Get(%s) after Purge: %v", k, err)
+		}
+	}
+	if n, err := s.Purge(ctx); err != nil || n != 0 {
+		t.Fatalf("a second Purge = %d, %v; want 0", n, err)
+	}
+}

@@ -2,14 +2,12 @@ package dynamodb
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idemkit/store"
 )
@@ -28,14 +26,12 @@ import (
 // (WithClockSkew, e.g. 500ms), purge_batch (WithPurgeBatch) and
 // throttle_retry (WithThrottleRetry, e.g. 30s) configure the Store. Open
 // makes one strongly consistent GetItem within its context (a permission
-// the Store needs anyway), so a server that cannot be reached, credentials
-// that are refused, or a table with another key schema fail there; a table
-// that does not exist yet is fine (store.Migrate creates it).
+// the Store needs anyway, see Store.CheckClock), so a server that cannot be
+// reached, credentials that are refused, a table with another key schema,
+// or a clock provably off DynamoDB's by more than the skew allowance fail
+// there; a table that does not exist yet is fine (store.Migrate creates
+// it).
 const Scheme = "dynamodb"
-
-// openProbe is the key Open reads to check the table: any key does; this
-// one is unlikely to be a caller's.
-const openProbe = "\x01idemkit-open-check"
 
 func init() {
 	store.Register(Scheme, openURL)
@@ -87,10 +83,8 @@ func openURL(ctx context.Context, u *url.URL) (store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, err = s.getItem(ctx, openProbe)
-	var missing *types.ResourceNotFoundException
-	if err != nil && !errors.As(err, &missing) {
-		return nil, fmt.Errorf("dynamodb: check table %s: %w", u.Host, err)
+	if _, err := s.CheckClock(ctx); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
