@@ -71,6 +71,10 @@ func Schemes() []string {
 //	postgres://user@host:5432/db           store/postgres (also postgresql://), pgx's own parameters too
 //	redis://[user:pass@]host:6379/0        store/redis, one server (rediss:// for TLS)
 //	redis+cluster://h1:7001,h2:7002/       store/redis, a Redis Cluster (rediss+cluster:// for TLS)
+//	mysql://user@host:3306/db              store/mysql, MySQL or MariaDB
+//	nats://host:4222/BUCKET?replicas=3     store/nats (a nested module), a JetStream key-value bucket
+//	dynamodb://TABLE?region=eu-west-1      store/dynamodb (a nested module), &endpoint= for a local server
+//	spanner://projects/P/instances/I/databases/D  store/spanner (a nested module)
 //
 // Query parameters set the common options (table=, schema=, prefix=,
 // purge_batch=, ... as each backend documents); an unknown parameter, a
@@ -182,6 +186,12 @@ func backendHint(scheme string) string {
 		return "sqlite"
 	case strings.HasPrefix(s, "mysql"):
 		return "mysql"
+	case strings.HasPrefix(s, "dynamodb"):
+		return "dynamodb"
+	case strings.HasPrefix(s, "spanner"):
+		return "spanner"
+	case strings.HasPrefix(s, "nats"):
+		return "nats"
 	}
 	return "memory"
 }
