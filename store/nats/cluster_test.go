@@ -333,3 +333,23 @@ func (c *natsCluster) StreamLeaderWithout(js jetstream.JetStream, bucket string,
 	})
 	return c.Node(name), time.Since(began)
 }
+
+// ReplicaLag returns how far behind the stream leader sees node nd, in
+// Raft operations and time since it was last heard from.
+func (c *natsCluster) ReplicaLag(js jetstream.JetStream, bucket string, nd *natsNode) string {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return "lag unknown: " + err.Error()
+	}
+	if ci := st.CachedInfo().Cluster; ci != nil {
+		for _, r := range ci.Replicas {
+			if r.Name == nd.name {
+				return fmt.Sprintf("%d operations behind, last heard %v ago", r.Lag, r.Active.Round(time.Millisecond))
+			}
+		}
+	}
+	return "lag unknown"
+}

@@ -42,6 +42,7 @@ type Store struct {
 // bucketInfo is what the Store learned of its bucket's stream.
 type bucketInfo struct {
 	ttl      bool  // per-message TTL allowed (NATS 2.11 and later, bucket made with it)
+	direct   bool  // one replica and direct gets allowed: reads need not go to a leader
 	maxValue int64 // the largest record message the Store writes, headers included
 }
 
@@ -234,7 +235,7 @@ func (s *Store) bucketInfo(ctx context.Context) (*bucketInfo, error) {
 	if cfg.MaxMsgSize > 0 && int64(cfg.MaxMsgSize) < limit {
 		limit = int64(cfg.MaxMsgSize)
 	}
-	s.info = &bucketInfo{ttl: cfg.AllowMsgTTL, maxValue: limit}
+	s.info = &bucketInfo{ttl: cfg.AllowMsgTTL, maxValue: limit, direct: cfg.Replicas <= 1 && cfg.AllowDirect && cfg.Mirror == nil}
 	return s.info, nil
 }
 
@@ -279,10 +280,19 @@ type msgGetReply struct {
 	Message *msg                `json:"message"`
 }
 
-// load reads the latest message of subj from the stream's leader (not from
-// any replica, as the KV's direct gets may: a replica that lags would show
-// an older record). It returns nil when the subject has no message.
+// load reads the latest message of subj: from the stream's leader on a
+// replicated bucket (not from any replica, as the KV's direct gets may: a
+// replica that lags would show an older record), with a direct get on a
+// bucket of one replica, where the one server that answers is the one
+// that writes. It returns nil when the subject has no message.
 func (s *Store) load(ctx context.Context, subj string) (*msg, error) {
+	bi, err := s.bucketInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if bi.direct {
+		return s.loadDirect(ctx, subj)
+	}
 	req, _ := json.Marshal(struct {
 		LastBySubj string `json:"last_by_subj"`
 	}{subj})
@@ -318,6 +328,36 @@ func (s *Store) load(ctx context.Context, subj string) (*msg, error) {
 		}
 		m.header = h
 	}
+	s.clock.observe(m.Time, at)
+	return m, nil
+}
+
+// loadDirect reads the latest message of subj with a direct get.
+func (s *Store) loadDirect(ctx context.Context, subj string) (*msg, error) {
+	resp, err := s.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+s.stream+"."+subj, nil)
+	if err != nil {
+		if errors.Is(err, natsgo.ErrNoResponders) {
+			return nil, fmt.Errorf("no server answered for bucket %s (missing, or its server is down): %w", s.bucket, err)
+		}
+		return nil, err
+	}
+	at := time.Now()
+	h := resp.Header
+	if len(resp.Data) == 0 && h.Get("Status") != "" {
+		if h.Get("Status") == "404" {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("direct get: status %s %s", h.Get("Status"), h.Get("Description"))
+	}
+	seq, err := strconv.ParseUint(h.Get(jetstream.SequenceHeader), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("direct get: sequence header %q: %w", h.Get(jetstream.SequenceHeader), err)
+	}
+	tm, err := time.Parse(time.RFC3339Nano, h.Get(jetstream.TimeStampHeaer))
+	if err != nil {
+		return nil, fmt.Errorf("direct get: time stamp header: %w", err)
+	}
+	m := &msg{Subject: subj, Seq: seq, Data: resp.Data, Time: tm, header: h}
 	s.clock.observe(m.Time, at)
 	return m, nil
 }
