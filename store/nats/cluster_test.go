@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,9 +36,11 @@ var (
 func natsServer(t testing.TB) string {
 	t.Helper()
 	serverOnce.Do(func() {
+		// The go command that runs the tests puts its own GOROOT/bin first
+		// in PATH; /usr/local/go/bin is where CI installs it.
 		goTool, err := exec.LookPath("go")
 		if err != nil {
-			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+			goTool = "/usr/local/go/bin/go"
 		}
 		serverDir, serverErr = os.MkdirTemp("", "idemkit-nats-server-")
 		if serverErr != nil {
@@ -62,15 +63,14 @@ func natsServer(t testing.TB) string {
 
 // natsNode is one server of a test cluster.
 type natsNode struct {
-	t          testing.TB
-	name       string
-	port, cpt  int // client and cluster ports
-	dir, conf  string
-	mu         sync.Mutex
-	cmd        *exec.Cmd
-	paused     bool
-	exited     chan struct{}
-	clusterURL string
+	t         testing.TB
+	name      string
+	port, cpt int // client and cluster ports
+	dir, conf string
+	mu        sync.Mutex
+	cmd       *exec.Cmd
+	paused    bool
+	exited    chan struct{}
 }
 
 // natsCluster is a JetStream cluster of child processes.
