@@ -32,9 +32,14 @@ var (
 )
 
 // natsServer returns the path of the nats-server binary, building it the
-// first time (the go command's build cache makes later runs quick).
+// first time (the go command's build cache makes later runs quick), or
+// IDEMKIT_NATS_SERVER_BIN when set: the cluster tests then run on that
+// binary (the Debian package's /usr/sbin/nats-server, 2.9, say).
 func natsServer(t testing.TB) string {
 	t.Helper()
+	if bin := os.Getenv("IDEMKIT_NATS_SERVER_BIN"); bin != "" {
+		return bin
+	}
 	serverOnce.Do(func() {
 		// The go command that runs the tests puts its own GOROOT/bin first
 		// in PATH; /usr/local/go/bin is where CI installs it.

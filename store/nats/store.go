@@ -158,16 +158,44 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// ttlMinVersion is the first server release with per-message TTLs.
-var ttlMinVersion = [2]int{2, 11}
+// versionAtLeast reports whether the server version v ("2.9.10",
+// "2.11.0-RC.1") is want or later; an unreadable version is not.
+func versionAtLeast(v string, want [3]int) bool {
+	var got [3]int
+	if n, _ := fmt.Sscanf(v, "%d.%d.%d", &got[0], &got[1], &got[2]); n < 2 {
+		return false
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			return got[i] > want[i]
+		}
+	}
+	return true
+}
+
+var (
+	// ttlVersion is the first server release with per-message TTLs.
+	ttlVersion = [3]int{2, 11, 0}
+	// casVersion is the first release whose replicated streams check
+	// Nats-Expected-Last-Subject-Sequence against the writes still being
+	// replicated, not only the stored ones: before it, two concurrent
+	// writes expecting one revision could both be accepted on a stream of
+	// more than one replica (nats-server issue 4320). storetest's
+	// concurrent takeover cases fail on a 2.9.10 cluster.
+	casVersion = [3]int{2, 9, 21}
+)
 
 // serverHasTTL reports whether the connected server is NATS 2.11 or later.
 func (s *Store) serverHasTTL() bool {
-	var major, minor int
-	if _, err := fmt.Sscanf(s.nc.ConnectedServerVersion(), "%d.%d", &major, &minor); err != nil {
-		return false
-	}
-	return major > ttlMinVersion[0] || major == ttlMinVersion[0] && minor >= ttlMinVersion[1]
+	return versionAtLeast(s.nc.ConnectedServerVersion(), ttlVersion)
+}
+
+// errUnsafeCAS is the error of a replicated bucket on a server whose
+// compare-and-set is not atomic there.
+func (s *Store) errUnsafeCAS(replicas int) error {
+	return fmt.Errorf("%w: bucket %s has %d replicas, and NATS %s does not make compare-and-set writes atomic on a replicated stream "+
+		"(two concurrent takeovers of one key could both win): upgrade the servers to 2.9.21 or later, or use one replica",
+		store.ErrInvalid, s.bucket, replicas, s.nc.ConnectedServerVersion())
 }
 
 // Migrate creates the bucket when it does not exist: history 1, the replica
@@ -193,6 +221,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	st, err := s.js.Stream(ctx, s.stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if s.opts.replicas > 1 && !versionAtLeast(s.nc.ConnectedServerVersion(), casVersion) {
+			return fmt.Errorf("nats: migrate: %w", s.errUnsafeCAS(s.opts.replicas))
+		}
 		_, err = s.js.CreateKeyValue(ctx, cfg)
 		if err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
 			return fmt.Errorf("nats: migrate: creating bucket %s: %w", s.bucket, err)
@@ -209,6 +240,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 	s.infoMu.Lock()
 	s.info = nil // read it again
 	s.infoMu.Unlock()
+	if _, err := s.bucketInfo(ctx); err != nil {
+		return fmt.Errorf("nats: migrate: %w", err)
+	}
 	return nil
 }
 
@@ -231,6 +265,9 @@ func (s *Store) bucketInfo(ctx context.Context) (*bucketInfo, error) {
 		return nil, err
 	}
 	cfg := st.CachedInfo().Config
+	if cfg.Replicas > 1 && !versionAtLeast(s.nc.ConnectedServerVersion(), casVersion) {
+		return nil, s.errUnsafeCAS(cfg.Replicas)
+	}
 	limit := s.nc.MaxPayload()
 	if cfg.MaxMsgSize > 0 && int64(cfg.MaxMsgSize) < limit {
 		limit = int64(cfg.MaxMsgSize)
