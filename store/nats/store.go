@@ -301,6 +301,10 @@ func (s *Store) maxResponse(bi *bucketInfo, fingerprint string, token store.Toke
 	return int(max(n, 0))
 }
 
+// defaultRequestTimeout bounds a read whose context has no deadline, as
+// jetstream's own default bounds its publishes.
+const defaultRequestTimeout = 5 * time.Second
+
 // msg is a stored message as the stream leader returns it.
 type msg struct {
 	Subject string    `json:"subject"`
@@ -326,6 +330,13 @@ func (s *Store) load(ctx context.Context, subj string) (*msg, error) {
 	bi, err := s.bucketInfo(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		// As jetstream does for its own requests: a read never waits
+		// forever for a server that will not answer.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, defaultRequestTimeout)
+		defer cancel()
 	}
 	if bi.direct {
 		return s.loadDirect(ctx, subj)
