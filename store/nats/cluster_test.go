@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,13 +32,20 @@ var (
 )
 
 // natsServer returns the path of the nats-server binary, building it the
-// first time (the go command's build cache makes later runs quick).
+// first time (the go command's build cache makes later runs quick), or
+// IDEMKIT_NATS_SERVER_BIN when set: the cluster tests then run on that
+// binary (the Debian package's /usr/sbin/nats-server, 2.9, say).
 func natsServer(t testing.TB) string {
 	t.Helper()
+	if bin := os.Getenv("IDEMKIT_NATS_SERVER_BIN"); bin != "" {
+		return bin
+	}
 	serverOnce.Do(func() {
+		// The go command that runs the tests puts its own GOROOT/bin first
+		// in PATH; /usr/local/go/bin is where CI installs it.
 		goTool, err := exec.LookPath("go")
 		if err != nil {
-			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+			goTool = "/usr/local/go/bin/go"
 		}
 		serverDir, serverErr = os.MkdirTemp("", "idemkit-nats-server-")
 		if serverErr != nil {
@@ -62,15 +68,14 @@ func natsServer(t testing.TB) string {
 
 // natsNode is one server of a test cluster.
 type natsNode struct {
-	t          testing.TB
-	name       string
-	port, cpt  int // client and cluster ports
-	dir, conf  string
-	mu         sync.Mutex
-	cmd        *exec.Cmd
-	paused     bool
-	exited     chan struct{}
-	clusterURL string
+	t         testing.TB
+	name      string
+	port, cpt int // client and cluster ports
+	dir, conf string
+	mu        sync.Mutex
+	cmd       *exec.Cmd
+	paused    bool
+	exited    chan struct{}
 }
 
 // natsCluster is a JetStream cluster of child processes.
@@ -332,4 +337,24 @@ func (c *natsCluster) StreamLeaderWithout(js jetstream.JetStream, bucket string,
 		return nil
 	})
 	return c.Node(name), time.Since(began)
+}
+
+// ReplicaLag returns how far behind the stream leader sees node nd, in
+// Raft operations and time since it was last heard from.
+func (c *natsCluster) ReplicaLag(js jetstream.JetStream, bucket string, nd *natsNode) string {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return "lag unknown: " + err.Error()
+	}
+	if ci := st.CachedInfo().Cluster; ci != nil {
+		for _, r := range ci.Replicas {
+			if r.Name == nd.name {
+				return fmt.Sprintf("%d operations behind, last heard %v ago", r.Lag, r.Active.Round(time.Millisecond))
+			}
+		}
+	}
+	return "lag unknown"
 }

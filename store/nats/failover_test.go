@@ -201,7 +201,7 @@ const (
 	// two elect a new one; the killed node is restarted and catches up.
 	scenarioKill = "stream leader killed"
 	// scenarioLag: a follower is stopped (SIGSTOP) and the load goes on
-	// for a second on the leader and the other follower, then the leader
+	// for two seconds on the leader and the other follower, then the leader
 	// is killed -9 and the stopped follower resumed, behind: the two left
 	// elect the one that has every acknowledged write (Raft's vote goes
 	// only to a log at least as complete), and the killed node restarts.
@@ -305,12 +305,13 @@ func runFailover(t *testing.T, c *natsCluster, scenario string) failoverStats {
 	case scenarioLag:
 		lagging := followers[0]
 		lagging.Pause()
-		time.Sleep(time.Second) // the load goes on while the follower lags: the clock is the subject
+		time.Sleep(2 * time.Second) // the load goes on while the follower lags: the clock is the subject
+		lag := c.ReplicaLag(js, s.Bucket(), lagging)
 		leader.Kill()
 		lagging.Resume()
 		newLeader, _ := c.StreamLeaderWithout(js, s.Bucket(), leader)
-		t.Logf("paused follower %s, killed stream leader %s a second later; %s leads after %v",
-			lagging.name, leader.name, newLeader.name, time.Since(faulted).Round(10*time.Millisecond))
+		t.Logf("paused follower %s (%s, as the leader saw it), killed stream leader %s 2 s after the pause; %s leads after %v",
+			lagging.name, lag, leader.name, newLeader.name, time.Since(faulted).Round(10*time.Millisecond))
 		leader.Restart()
 	case scenarioRestart:
 		for _, nd := range c.nodes {

@@ -75,26 +75,14 @@ func (s *Store) purge(ctx context.Context) (int64, error) {
 				cancel()
 				return deleted, err
 			}
-			done = md.NumPending == 0
-			token := strings.TrimPrefix(m.Subject(), s.prefix)
-			if _, ok := keyOf(token); !ok {
-				continue // the clock entry
-			}
-			h := m.Headers()
-			record := h.Get(kvOpHeader) == "" && h.Get(jetstream.MarkerReasonHeader) == ""
-			if record {
-				ns, err := strconv.ParseInt(h.Get(lifeHeader), 10, 64)
-				if err == nil && now.Before(md.Timestamp.Add(time.Duration(ns))) {
-					continue // live
-				}
-			}
-			err = st.Purge(ctx, jetstream.WithPurgeSubject(m.Subject()), jetstream.WithPurgeSequence(md.Sequence.Stream+1))
+			n, err := s.purgeEntry(ctx, st, m, md, now)
+			deleted += n
 			if err != nil {
 				cancel()
 				return deleted, err
 			}
-			if record {
-				deleted++
+			if done = md.NumPending == 0; done {
+				break // the batch would wait out its time for messages that will not come
 			}
 		}
 		berr := batch.Error()
@@ -109,4 +97,25 @@ func (s *Store) purge(ctx context.Context) (int64, error) {
 			return deleted, nil
 		}
 	}
+}
+
+// purgeEntry deletes the key's latest entry m if it is a marker or a
+// record past its deadline, and reports 1 for a record deleted.
+func (s *Store) purgeEntry(ctx context.Context, st jetstream.Stream, m jetstream.Msg, md *jetstream.MsgMetadata, now time.Time) (int64, error) {
+	if _, ok := keyOf(strings.TrimPrefix(m.Subject(), s.prefix)); !ok {
+		return 0, nil // the clock entry
+	}
+	h := m.Headers()
+	record := h.Get(kvOpHeader) == "" && h.Get(jetstream.MarkerReasonHeader) == ""
+	if record {
+		ns, err := strconv.ParseInt(h.Get(lifeHeader), 10, 64)
+		if err == nil && now.Before(md.Timestamp.Add(time.Duration(ns))) {
+			return 0, nil // live
+		}
+	}
+	err := st.Purge(ctx, jetstream.WithPurgeSubject(m.Subject()), jetstream.WithPurgeSequence(md.Sequence.Stream+1))
+	if err != nil || !record {
+		return 0, err
+	}
+	return 1, nil
 }

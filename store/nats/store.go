@@ -42,6 +42,7 @@ type Store struct {
 // bucketInfo is what the Store learned of its bucket's stream.
 type bucketInfo struct {
 	ttl      bool  // per-message TTL allowed (NATS 2.11 and later, bucket made with it)
+	direct   bool  // one replica and direct gets allowed: reads need not go to a leader
 	maxValue int64 // the largest record message the Store writes, headers included
 }
 
@@ -157,16 +158,44 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// ttlMinVersion is the first server release with per-message TTLs.
-var ttlMinVersion = [2]int{2, 11}
+// versionAtLeast reports whether the server version v ("2.9.10",
+// "2.11.0-RC.1") is want or later; an unreadable version is not.
+func versionAtLeast(v string, want [3]int) bool {
+	var got [3]int
+	if n, _ := fmt.Sscanf(v, "%d.%d.%d", &got[0], &got[1], &got[2]); n < 2 {
+		return false
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			return got[i] > want[i]
+		}
+	}
+	return true
+}
+
+var (
+	// ttlVersion is the first server release with per-message TTLs.
+	ttlVersion = [3]int{2, 11, 0}
+	// casVersion is the first release whose replicated streams check
+	// Nats-Expected-Last-Subject-Sequence against the writes still being
+	// replicated, not only the stored ones: before it, two concurrent
+	// writes expecting one revision could both be accepted on a stream of
+	// more than one replica (nats-server issue 4320). storetest's
+	// concurrent takeover cases fail on a 2.9.10 cluster.
+	casVersion = [3]int{2, 9, 21}
+)
 
 // serverHasTTL reports whether the connected server is NATS 2.11 or later.
 func (s *Store) serverHasTTL() bool {
-	var major, minor int
-	if _, err := fmt.Sscanf(s.nc.ConnectedServerVersion(), "%d.%d", &major, &minor); err != nil {
-		return false
-	}
-	return major > ttlMinVersion[0] || major == ttlMinVersion[0] && minor >= ttlMinVersion[1]
+	return versionAtLeast(s.nc.ConnectedServerVersion(), ttlVersion)
+}
+
+// errUnsafeCAS is the error of a replicated bucket on a server whose
+// compare-and-set is not atomic there.
+func (s *Store) errUnsafeCAS(replicas int) error {
+	return fmt.Errorf("%w: bucket %s has %d replicas, and NATS %s does not make compare-and-set writes atomic on a replicated stream "+
+		"(two concurrent takeovers of one key could both win): upgrade the servers to 2.9.21 or later, or use one replica",
+		store.ErrInvalid, s.bucket, replicas, s.nc.ConnectedServerVersion())
 }
 
 // Migrate creates the bucket when it does not exist: history 1, the replica
@@ -192,6 +221,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	st, err := s.js.Stream(ctx, s.stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if s.opts.replicas > 1 && !versionAtLeast(s.nc.ConnectedServerVersion(), casVersion) {
+			return fmt.Errorf("nats: migrate: %w", s.errUnsafeCAS(s.opts.replicas))
+		}
 		_, err = s.js.CreateKeyValue(ctx, cfg)
 		if err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
 			return fmt.Errorf("nats: migrate: creating bucket %s: %w", s.bucket, err)
@@ -208,6 +240,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 	s.infoMu.Lock()
 	s.info = nil // read it again
 	s.infoMu.Unlock()
+	if _, err := s.bucketInfo(ctx); err != nil {
+		return fmt.Errorf("nats: migrate: %w", err)
+	}
 	return nil
 }
 
@@ -230,11 +265,14 @@ func (s *Store) bucketInfo(ctx context.Context) (*bucketInfo, error) {
 		return nil, err
 	}
 	cfg := st.CachedInfo().Config
+	if cfg.Replicas > 1 && !versionAtLeast(s.nc.ConnectedServerVersion(), casVersion) {
+		return nil, s.errUnsafeCAS(cfg.Replicas)
+	}
 	limit := s.nc.MaxPayload()
 	if cfg.MaxMsgSize > 0 && int64(cfg.MaxMsgSize) < limit {
 		limit = int64(cfg.MaxMsgSize)
 	}
-	s.info = &bucketInfo{ttl: cfg.AllowMsgTTL, maxValue: limit}
+	s.info = &bucketInfo{ttl: cfg.AllowMsgTTL, maxValue: limit, direct: cfg.Replicas <= 1 && cfg.AllowDirect && cfg.Mirror == nil}
 	return s.info, nil
 }
 
@@ -263,6 +301,10 @@ func (s *Store) maxResponse(bi *bucketInfo, fingerprint string, token store.Toke
 	return int(max(n, 0))
 }
 
+// defaultRequestTimeout bounds a read whose context has no deadline, as
+// jetstream's own default bounds its publishes.
+const defaultRequestTimeout = 5 * time.Second
+
 // msg is a stored message as the stream leader returns it.
 type msg struct {
 	Subject string    `json:"subject"`
@@ -279,10 +321,26 @@ type msgGetReply struct {
 	Message *msg                `json:"message"`
 }
 
-// load reads the latest message of subj from the stream's leader (not from
-// any replica, as the KV's direct gets may: a replica that lags would show
-// an older record). It returns nil when the subject has no message.
+// load reads the latest message of subj: from the stream's leader on a
+// replicated bucket (not from any replica, as the KV's direct gets may: a
+// replica that lags would show an older record), with a direct get on a
+// bucket of one replica, where the one server that answers is the one
+// that writes. It returns nil when the subject has no message.
 func (s *Store) load(ctx context.Context, subj string) (*msg, error) {
+	bi, err := s.bucketInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		// As jetstream does for its own requests: a read never waits
+		// forever for a server that will not answer.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, defaultRequestTimeout)
+		defer cancel()
+	}
+	if bi.direct {
+		return s.loadDirect(ctx, subj)
+	}
 	req, _ := json.Marshal(struct {
 		LastBySubj string `json:"last_by_subj"`
 	}{subj})
@@ -318,6 +376,36 @@ func (s *Store) load(ctx context.Context, subj string) (*msg, error) {
 		}
 		m.header = h
 	}
+	s.clock.observe(m.Time, at)
+	return m, nil
+}
+
+// loadDirect reads the latest message of subj with a direct get.
+func (s *Store) loadDirect(ctx context.Context, subj string) (*msg, error) {
+	resp, err := s.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+s.stream+"."+subj, nil)
+	if err != nil {
+		if errors.Is(err, natsgo.ErrNoResponders) {
+			return nil, fmt.Errorf("no server answered for bucket %s (missing, or its server is down): %w", s.bucket, err)
+		}
+		return nil, err
+	}
+	at := time.Now()
+	h := resp.Header
+	if len(resp.Data) == 0 && h.Get("Status") != "" {
+		if h.Get("Status") == "404" {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("direct get: status %s %s", h.Get("Status"), h.Get("Description"))
+	}
+	seq, err := strconv.ParseUint(h.Get(jetstream.SequenceHeader), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("direct get: sequence header %q: %w", h.Get(jetstream.SequenceHeader), err)
+	}
+	tm, err := time.Parse(time.RFC3339Nano, h.Get(jetstream.TimeStampHeaer))
+	if err != nil {
+		return nil, fmt.Errorf("direct get: time stamp header: %w", err)
+	}
+	m := &msg{Subject: subj, Seq: seq, Data: resp.Data, Time: tm, header: h}
 	s.clock.observe(m.Time, at)
 	return m, nil
 }
