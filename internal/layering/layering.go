@@ -8,6 +8,7 @@
 //	keyer                      the standard library only
 //	storetest                  store and the standard library
 //	store/<backend>            store, internal/coalesce, its own driver, the standard library; never another backend
+//	store/cache, store/seal    decorators (a Store that wraps any Store): store and the standard library; their tests may import backends
 //	internal/coalesce          the standard library only (support code for backends)
 //	idem (the engine)          store, keyer
 //	httpidem                   idem, store, keyer
@@ -51,6 +52,14 @@ var drivers = map[string][]string{
 	"store/mysql":    {"github.com/go-sql-driver/mysql"},
 }
 
+// decorators lists the packages under store/ that wrap any store.Store
+// rather than store records themselves: they import store and the standard
+// library only, and their tests may import backends (and each other), since
+// a decorator is proven by running the suite over real backends.
+var decorators = []string{"store/cache", "store/seal"}
+
+func isDecorator(r string) bool { return slices.Contains(decorators, r) }
+
 // allowed lists, for each library package, the packages of the module it
 // may import outside its tests.
 var allowed = map[string][]string{
@@ -62,6 +71,9 @@ var allowed = map[string][]string{
 	"dedup":      {"idem", "store", "keyer"},
 	"purge":      {"store"},
 	"idemclient": {},
+	// The decorators.
+	"store/cache": {"store"},
+	"store/seal":  {"store"},
 }
 
 // contribMay lists the packages of the module that a nested integration
@@ -93,6 +105,9 @@ func isStd(path string) bool {
 }
 
 func isBackend(r string) bool {
+	if isDecorator(r) {
+		return false
+	}
 	_, ok := drivers[r]
 	return ok || (strings.HasPrefix(r, "store/") && !strings.Contains(strings.TrimPrefix(r, "store/"), "/"))
 }

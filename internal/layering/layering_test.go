@@ -70,6 +70,15 @@ func TestCheckFindsViolations(t *testing.T) {
 		{ImportPath: m("store/postgres"), Imports: []string{m("internal/coalesce")}}, // good: backend support
 		{ImportPath: m("httpidem"), Imports: []string{m("internal/coalesce")}},
 		{ImportPath: m("internal/coalesce"), Imports: []string{m("store")}},
+		// Decorators: store only; their tests may import backends, storetest and each other.
+		{ImportPath: m("store/cache"), Imports: []string{m("store"), "hash/maphash"},
+			XTestImports: []string{m("store/memory"), m("store/redis"), m("store/seal"), m("storetest"), m("internal/testenv")}}, // good
+		{ImportPath: m("store/seal"), Imports: []string{m("store"), "crypto/aes"},
+			XTestImports: []string{m("store/postgres"), m("store/cache"), m("idem")}}, // good
+		{ImportPath: m("store/seal"), Imports: []string{m("store/redis")}},
+		{ImportPath: m("store/cache"), Imports: []string{"github.com/redis/go-redis/v9"}},
+		{ImportPath: m("store/cache"), Imports: []string{m("internal/coalesce")}},
+		{ImportPath: m("store/memory"), XTestImports: []string{m("store/cache")}}, // good: a decorator is not a backend
 	}
 	got := Check(pkgs)
 	want := []string{
@@ -87,6 +96,9 @@ func TestCheckFindsViolations(t *testing.T) {
 		"store/redis imports " + m("store/sqlite"),
 		"store/redis imports github.com/jackc/pgx/v5",
 		"storetest imports " + m("internal/testenv"),
+		"store/seal imports " + m("store/redis") + ": store/seal may import only [store]",
+		"store/cache imports github.com/redis/go-redis/v9: a library package imports no third-party module",
+		"store/cache imports " + m("internal/coalesce") + ": a library package imports no internal package",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("Check found %d violations, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
