@@ -1,0 +1,214 @@
+package seal
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// MaxFingerprintLen is the longest fingerprint a sealed store accepts, in
+// bytes: sealed, it must still fit store.MaxFingerprintLen. Fingerprints
+// idemkit computes (keyer's "v1:" and 64 hex digits) are far shorter.
+const MaxFingerprintLen = 512
+
+const (
+	nonceLen   = 12
+	respFormat = 1     // first byte of a sealed response
+	fpPrefix   = "s1." // a sealed fingerprint: "s1." id "." base64url(nonce || ciphertext)
+)
+
+// notKept is the response a replay of a record sealed under a deleted key
+// gets: the engine's marker for "completed without its response" (package
+// idem's notKeptMarker), so the engine answers a replay that is done but
+// cannot be shown (httpidem: 410) and never runs the work again.
+var notKept = []byte("\x00idem:response-not-kept")
+
+// derived holds the keys one provider key gives one scope.
+type derived struct {
+	id     string
+	secret [SecretLen]byte
+	resp   cipher.AEAD // responses
+	fp     cipher.AEAD // fingerprints
+	mac    []byte      // HMAC-SHA256 key of fingerprints
+}
+
+type derivedID struct{ scope, id string }
+
+// keyring derives, and remembers, the keys of the provider's keys. It
+// asks the provider on every call, so a deleted key is seen at once, and
+// derives again only when a secret changes.
+type keyring struct {
+	p  KeyProvider
+	mu sync.RWMutex
+	m  map[derivedID]*derived
+}
+
+// maxDerived bounds the keyring; when it is full it starts again.
+const maxDerived = 4096
+
+func (kr *keyring) current(ctx context.Context, scope string) (*derived, error) {
+	k, err := kr.p.CurrentKey(ctx, scope)
+	if err != nil {
+		return nil, fmt.Errorf("current key: %w", err)
+	}
+	return kr.derive(scope, k)
+}
+
+func (kr *keyring) byID(ctx context.Context, scope, id string) (*derived, error) {
+	k, err := kr.p.Key(ctx, scope, id)
+	if err != nil {
+		return nil, fmt.Errorf("key %q: %w", id, err)
+	}
+	if k.ID != id {
+		return nil, fmt.Errorf("key %q: the provider returned key %q", id, k.ID)
+	}
+	return kr.derive(scope, k)
+}
+
+func (kr *keyring) derive(scope string, k Key) (*derived, error) {
+	if checkKeyID(k.ID) != nil {
+		return nil, fmt.Errorf("the provider's key id %q is not 1 to %d bytes of letters, digits, '.', '_' and '-'", k.ID, MaxKeyIDLen)
+	}
+	if len(k.Secret) != SecretLen {
+		return nil, fmt.Errorf("the provider's key %q: secret is %d bytes, want %d", k.ID, len(k.Secret), SecretLen)
+	}
+	did := derivedID{scope, k.ID}
+	kr.mu.RLock()
+	d := kr.m[did]
+	kr.mu.RUnlock()
+	if d != nil && subtle.ConstantTimeCompare(d.secret[:], k.Secret) == 1 {
+		return d, nil
+	}
+	// Three keys, bound to the scope: the scope's length first makes the
+	// info unambiguous.
+	info := "idemkit/seal/v1 " + strconv.Itoa(len(scope)) + ":" + scope
+	m, err := hkdf.Key(sha256.New, k.Secret, []byte("idemkit/seal"), info, 3*32)
+	if err != nil {
+		return nil, err
+	}
+	d = &derived{id: k.ID, mac: m[64:]}
+	copy(d.secret[:], k.Secret)
+	if d.resp, err = newGCM(m[:32]); err != nil {
+		return nil, err
+	}
+	if d.fp, err = newGCM(m[32:64]); err != nil {
+		return nil, err
+	}
+	kr.mu.Lock()
+	if len(kr.m) >= maxDerived {
+		clear(kr.m)
+	}
+	kr.m[did] = d
+	kr.mu.Unlock()
+	return d, nil
+}
+
+func newGCM(key []byte) (cipher.AEAD, error) {
+	b, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(b)
+}
+
+// sealResponse returns resp sealed for key: the format byte, the key id's
+// length and the id, a random nonce, and the AES-256-GCM ciphertext with
+// the store key as associated data (so it opens under no other key).
+func (d *derived) sealResponse(key string, resp []byte) []byte {
+	out := make([]byte, 0, 2+len(d.id)+nonceLen+len(resp)+d.resp.Overhead())
+	out = append(out, respFormat, byte(len(d.id)))
+	out = append(out, d.id...)
+	nonce := out[len(out) : len(out)+nonceLen]
+	_, _ = rand.Read(nonce)
+	out = out[:len(out)+nonceLen]
+	return d.resp.Seal(out, nonce, resp, []byte(key))
+}
+
+// responseKeyID returns the id of the key that sealed b.
+func responseKeyID(b []byte) (string, error) {
+	if len(b) < 2 || b[0] != respFormat || len(b) < 2+int(b[1])+nonceLen {
+		return "", fmt.Errorf("%w: the stored response is not a sealed response", ErrCorrupt)
+	}
+	return string(b[2 : 2+int(b[1])]), nil
+}
+
+func (d *derived) openResponse(key string, b []byte) ([]byte, error) {
+	body := b[2+len(d.id):]
+	out, err := d.resp.Open(nil, body[:nonceLen], body[nonceLen:], []byte(key))
+	if err != nil {
+		return nil, fmt.Errorf("response under key %q: %w", d.id, ErrCorrupt)
+	}
+	return out, nil
+}
+
+// sealFingerprint returns fp sealed for key, deterministically, so that the
+// store can still compare fingerprints: the nonce is the HMAC of key and fp
+// (a synthetic IV: one nonce only ever seals one plaintext), and the
+// ciphertext lets Get and Mismatch return the fingerprint itself. Without
+// the key, the stored form says nothing about fp, so it cannot be guessed
+// offline. An empty fp stays empty.
+func (d *derived) sealFingerprint(key, fp string) string {
+	if fp == "" {
+		return ""
+	}
+	nonce := d.fpNonce(key, fp)
+	b := make([]byte, 0, nonceLen+len(fp)+d.fp.Overhead())
+	b = append(b, nonce[:]...)
+	b = d.fp.Seal(b, nonce[:], []byte(fp), []byte(key))
+	var sb strings.Builder
+	sb.Grow(len(fpPrefix) + len(d.id) + 1 + base64.RawURLEncoding.EncodedLen(len(b)))
+	sb.WriteString(fpPrefix)
+	sb.WriteString(d.id)
+	sb.WriteByte('.')
+	sb.WriteString(base64.RawURLEncoding.EncodeToString(b))
+	return sb.String()
+}
+
+func (d *derived) fpNonce(key, fp string) (n [nonceLen]byte) {
+	h := hmac.New(sha256.New, d.mac)
+	h.Write([]byte(key)) // a key holds no NUL, so the NUL ends it unambiguously
+	h.Write([]byte{0})
+	h.Write([]byte(fp))
+	copy(n[:], h.Sum(nil))
+	return n
+}
+
+// fingerprintKeyID returns the key id of a sealed fingerprint, and false
+// for a string that is not one.
+func fingerprintKeyID(s string) (string, bool) {
+	rest, ok := strings.CutPrefix(s, fpPrefix)
+	if !ok {
+		return "", false
+	}
+	id, _, ok := strings.Cut(rest, ".")
+	return id, ok && id != ""
+}
+
+func (d *derived) openFingerprint(key, s string) (string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s[len(fpPrefix)+len(d.id)+1:])
+	if err != nil || len(b) < nonceLen {
+		return "", fmt.Errorf("fingerprint under key %q: %w", d.id, ErrCorrupt)
+	}
+	fp, err := d.fp.Open(nil, b[:nonceLen], b[nonceLen:], []byte(key))
+	if err != nil {
+		return "", fmt.Errorf("fingerprint under key %q: %w", d.id, ErrCorrupt)
+	}
+	if n := d.fpNonce(key, string(fp)); !hmac.Equal(n[:], b[:nonceLen]) {
+		return "", fmt.Errorf("fingerprint under key %q: %w", d.id, ErrCorrupt)
+	}
+	return string(fp), nil
+}
+
+// isNotFound reports whether err says the provider has no such key.
+func isNotFound(err error) bool { return errors.Is(err, ErrKeyNotFound) }
