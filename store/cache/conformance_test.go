@@ -101,7 +101,7 @@ func realRedis(t testing.TB) *goredis.Client {
 // newRedis returns a Redis store under a prefix of t's own, deleted when t ends.
 func newRedis(t testing.TB, c goredis.UniversalClient) *redis.Store {
 	t.Helper()
-	r, err := redis.New(c, redis.WithPrefix(testredis.Prefix(t, c, "idemkit-cache-test:")))
+	r, err := redis.New(c, redis.WithPrefix(testredis.Prefix(t, c, "idemkit-cache-test:")), redis.WithPersistenceCheck(false))
 	if err != nil {
 		t.Fatal(err)
 	}

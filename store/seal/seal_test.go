@@ -319,7 +319,7 @@ func TestNewRejects(t *testing.T) {
 // badProvider returns keys a provider must not.
 type badProvider struct{ k seal.Key }
 
-func (p badProvider) CurrentKey(context.Context, string) (seal.Key, error) { return p.k, nil }
+func (p badProvider) CurrentKey(context.Context, string) (seal.Key, error)  { return p.k, nil }
 func (p badProvider) Key(context.Context, string, string) (seal.Key, error) { return p.k, nil }
 
 func TestBadKeysAreClearErrors(t *testing.T) {
