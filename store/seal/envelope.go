@@ -12,9 +12,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"hash"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // MaxFingerprintLen is the longest fingerprint a sealed store accepts, in
@@ -41,6 +44,7 @@ type derived struct {
 	resp   cipher.AEAD // responses
 	fp     cipher.AEAD // fingerprints
 	mac    []byte      // HMAC-SHA256 key of fingerprints
+	macs   sync.Pool   // of hash.Hash: HMAC-SHA256 under mac, reused with Reset
 }
 
 type derivedID struct{ scope, id string }
@@ -50,8 +54,8 @@ type derivedID struct{ scope, id string }
 // derives again only when a secret changes.
 type keyring struct {
 	p  KeyProvider
-	mu sync.RWMutex
-	m  map[derivedID]*derived
+	mu sync.Mutex                             // serialises writers of m
+	m  atomic.Pointer[map[derivedID]*derived] // copied on write: readers take no lock
 }
 
 // maxDerived bounds the keyring; when it is full it starts again.
@@ -84,9 +88,10 @@ func (kr *keyring) derive(scope string, k Key) (*derived, error) {
 		return nil, fmt.Errorf("the provider's key %q: secret is %d bytes, want %d", k.ID, len(k.Secret), SecretLen)
 	}
 	did := derivedID{scope, k.ID}
-	kr.mu.RLock()
-	d := kr.m[did]
-	kr.mu.RUnlock()
+	var d *derived
+	if m := kr.m.Load(); m != nil {
+		d = (*m)[did]
+	}
 	if d != nil && subtle.ConstantTimeCompare(d.secret[:], k.Secret) == 1 {
 		return d, nil
 	}
@@ -98,6 +103,7 @@ func (kr *keyring) derive(scope string, k Key) (*derived, error) {
 		return nil, err
 	}
 	d = &derived{id: k.ID, mac: m[64:]}
+	d.macs.New = func() any { return hmac.New(sha256.New, d.mac) }
 	copy(d.secret[:], k.Secret)
 	if d.resp, err = newGCM(m[:32]); err != nil {
 		return nil, err
@@ -106,10 +112,12 @@ func (kr *keyring) derive(scope string, k Key) (*derived, error) {
 		return nil, err
 	}
 	kr.mu.Lock()
-	if len(kr.m) >= maxDerived {
-		clear(kr.m)
+	next := map[derivedID]*derived{}
+	if old := kr.m.Load(); old != nil && len(*old) < maxDerived {
+		maps.Copy(next, *old)
 	}
-	kr.m[did] = d
+	next[did] = d
+	kr.m.Store(&next)
 	kr.mu.Unlock()
 	return d, nil
 }
@@ -162,25 +170,26 @@ func (d *derived) sealFingerprint(key, fp string) string {
 	if fp == "" {
 		return ""
 	}
+	var buf [nonceLen + MaxFingerprintLen + 16]byte
 	nonce := d.fpNonce(key, fp)
-	b := make([]byte, 0, nonceLen+len(fp)+d.fp.Overhead())
-	b = append(b, nonce[:]...)
+	b := append(buf[:0], nonce[:]...)
 	b = d.fp.Seal(b, nonce[:], []byte(fp), []byte(key))
-	var sb strings.Builder
-	sb.Grow(len(fpPrefix) + len(d.id) + 1 + base64.RawURLEncoding.EncodedLen(len(b)))
-	sb.WriteString(fpPrefix)
-	sb.WriteString(d.id)
-	sb.WriteByte('.')
-	sb.WriteString(base64.RawURLEncoding.EncodeToString(b))
-	return sb.String()
+	out := make([]byte, 0, len(fpPrefix)+len(d.id)+1+base64.RawURLEncoding.EncodedLen(len(b)))
+	out = append(out, fpPrefix...)
+	out = append(out, d.id...)
+	out = append(out, '.')
+	return string(base64.RawURLEncoding.AppendEncode(out, b))
 }
 
 func (d *derived) fpNonce(key, fp string) (n [nonceLen]byte) {
-	h := hmac.New(sha256.New, d.mac)
+	h := d.macs.Get().(hash.Hash)
+	h.Reset()
 	h.Write([]byte(key)) // a key holds no NUL, so the NUL ends it unambiguously
 	h.Write([]byte{0})
 	h.Write([]byte(fp))
-	copy(n[:], h.Sum(nil))
+	var sum [sha256.Size]byte
+	copy(n[:], h.Sum(sum[:0]))
+	d.macs.Put(h)
 	return n
 }
 

@@ -65,7 +65,7 @@ func New(inner store.Store, keys KeyProvider, opts ...Option) (Store, error) {
 			return nil, fmt.Errorf("seal: new: %w: %w", store.ErrInvalid, err)
 		}
 	}
-	s := &sealed{inner: inner, scope: o.scope, kr: &keyring{p: keys, m: map[derivedID]*derived{}}}
+	s := &sealed{inner: inner, scope: o.scope, kr: &keyring{p: keys}}
 	return withCapabilities(s), nil
 }
 
@@ -125,7 +125,7 @@ func (s *sealed) Claim(ctx context.Context, key, fingerprint string, token store
 	if c.Outcome != store.Mismatch {
 		c.Record.Fingerprint = fingerprint
 	}
-	if c.Record, err = s.open(ctx, scope, key, c.Record, c.Outcome == store.Mismatch); err != nil {
+	if c.Record, err = s.open(ctx, scope, key, c.Record, c.Outcome == store.Mismatch, cur); err != nil {
 		return store.Claim{}, fmt.Errorf("seal: claim: %w", err)
 	}
 	return c, nil
@@ -135,7 +135,10 @@ func (s *sealed) Claim(ctx context.Context, key, fingerprint string, token store
 // What was sealed under a deleted key cannot be opened: the response is
 // then the engine's "kept without response" marker and the fingerprint is
 // left in its sealed form.
-func (s *sealed) open(ctx context.Context, scope, key string, r store.Record, fp bool) (store.Record, error) {
+//
+// cur, when not nil, is the scope's current key as the provider returned it
+// during this call: a record sealed under it opens without asking again.
+func (s *sealed) open(ctx context.Context, scope, key string, r store.Record, fp bool, cur *derived) (store.Record, error) {
 	if fp {
 		if id, ok := fingerprintKeyID(r.Fingerprint); ok {
 			d, err := s.kr.byID(ctx, scope, id)
@@ -158,7 +161,10 @@ func (s *sealed) open(ctx context.Context, scope, key string, r store.Record, fp
 	if err != nil {
 		return r, err
 	}
-	d, err := s.kr.byID(ctx, scope, id)
+	d := cur
+	if d == nil || d.id != id {
+		d, err = s.kr.byID(ctx, scope, id)
+	}
 	switch {
 	case isNotFound(err):
 		r.Response = append([]byte(nil), notKept...)
@@ -198,7 +204,7 @@ func (s *sealed) Get(ctx context.Context, key string) (store.Record, error) {
 	if err != nil {
 		return r, err
 	}
-	if r, err = s.open(ctx, s.scope(key), key, r, true); err != nil {
+	if r, err = s.open(ctx, s.scope(key), key, r, true, nil); err != nil {
 		return store.Record{}, fmt.Errorf("seal: get: %w", err)
 	}
 	return r, nil
