@@ -113,8 +113,10 @@ func TestStoredFormIsSealed(t *testing.T) {
 	if !strings.HasPrefix(r1.Fingerprint, "s1.a1.") {
 		t.Fatalf("stored fingerprint %q does not name its key id", r1.Fingerprint)
 	}
-	if r1.Fingerprint == r2.Fingerprint {
-		t.Fatal("one fingerprint under two store keys was stored alike")
+	// The first 16 base64 characters after the key id are the nonce, the
+	// HMAC of store key and fingerprint: they must differ between keys.
+	if n1, n2 := r1.Fingerprint[6:22], r2.Fingerprint[6:22]; n1 == n2 {
+		t.Fatalf("one fingerprint under two store keys has one HMAC %q", n1)
 	}
 	other := seal.NewLocalKeys()
 	_ = other.Add("a", "a1", seal.NewSecret())
@@ -267,6 +269,21 @@ func TestTamperedRejected(t *testing.T) {
 			t.Fatalf("Get = %v, want ErrCorrupt", err)
 		}
 	})
+	t.Run("secret changed under the id", func(t *testing.T) {
+		p := &swappable{k: seal.Key{ID: "k1", Secret: seal.NewSecret()}}
+		s := mustSeal(t, newMemory(t, time.Now), p)
+		tok := store.NewToken()
+		if _, err := s.Claim(t.Context(), "k", fp, tok, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Complete(t.Context(), "k", tok, []byte(resp), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		p.set(seal.Key{ID: "k1", Secret: seal.NewSecret()})
+		if _, err := s.Get(t.Context(), "k"); !errors.Is(err, seal.ErrCorrupt) {
+			t.Fatalf("Get after the provider's secret changed = %v, want ErrCorrupt", err)
+		}
+	})
 	t.Run("another secret under the id", func(t *testing.T) {
 		f := newFixture(t)
 		f.complete("a/k", fp, []byte(resp))
@@ -313,6 +330,52 @@ func TestNewRejects(t *testing.T) {
 		if _, err := seal.New(tc.inner, tc.keys, tc.opts...); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("%s: New = %v, want ErrInvalid", name, err)
 		}
+	}
+}
+
+// swappable is a provider of one key that a test can replace.
+type swappable struct {
+	mu sync.Mutex
+	k  seal.Key
+}
+
+func (p *swappable) set(k seal.Key) { p.mu.Lock(); defer p.mu.Unlock(); p.k = k }
+func (p *swappable) CurrentKey(context.Context, string) (seal.Key, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.k, nil
+}
+func (p *swappable) Key(ctx context.Context, scope, _ string) (seal.Key, error) {
+	return p.CurrentKey(ctx, scope)
+}
+
+// TestInTxSeals: what fn's Store writes inside InTx is sealed like the rest
+// and opens after the commit.
+func TestInTxSeals(t *testing.T) {
+	sq, err := sqlite.Open(":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sq.Close() })
+	if err := sq.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s := mustSeal(t, sq, testKeys(t))
+	err = s.(store.Transactor).InTx(t.Context(), func(ctx context.Context, tx store.Store) error {
+		tok := store.NewToken()
+		if _, err := tx.Claim(ctx, "k", "fp", tok, time.Minute); err != nil {
+			return err
+		}
+		return tx.Complete(ctx, "k", tok, []byte("in tx"), time.Hour)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := sq.Get(t.Context(), "k"); bytes.Contains(r.Response, []byte("in tx")) || !strings.HasPrefix(r.Fingerprint, "s1.") {
+		t.Fatalf("stored inside InTx in clear: %q %q", r.Fingerprint, r.Response)
+	}
+	if c, err := s.Claim(t.Context(), "k", "fp", store.NewToken(), time.Minute); err != nil || string(c.Record.Response) != "in tx" {
+		t.Fatalf("replay after the commit = %q, %v", c.Record.Response, err)
 	}
 }
 
