@@ -98,3 +98,47 @@ func replayOp(b *testing.B, s store.Store, resp []byte) func(i int) error {
 		return err
 	}
 }
+
+// BenchmarkCost measures what sealing costs the caller's CPU, one goroutine
+// on the memory store, sealed and plain, so the difference is the seal's own
+// work per operation (the paired benchmark's ratios over a server depend on
+// how busy the machine is; this does not):
+//
+//	go test -run '^$' -bench '^BenchmarkCost$' ./store/seal/
+func BenchmarkCost(b *testing.B) {
+	for _, size := range []int{1 << 10, 64 << 10} {
+		resp := make([]byte, size)
+		_, _ = rand.Read(resp)
+		for _, sealed := range []bool{false, true} {
+			name := "plain"
+			if sealed {
+				name = "sealed"
+			}
+			open := func(b *testing.B) store.Store {
+				var s store.Store = newMemory(b, time.Now)
+				if sealed {
+					s = mustSeal(b, s, testKeys(b))
+				}
+				return s
+			}
+			b.Run(fmt.Sprintf("Cycle/%dKiB/%s", size>>10, name), func(b *testing.B) {
+				op := cycleOp(open(b), resp)
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					if err := op(i); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run(fmt.Sprintf("Replay/%dKiB/%s", size>>10, name), func(b *testing.B) {
+				op := replayOp(b, open(b), resp)
+				b.ReportAllocs()
+				for i := 0; b.Loop(); i++ {
+					if err := op(i); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -37,6 +37,15 @@ const (
 // cannot be shown (httpidem: 410) and never runs the work again.
 var notKept = []byte("\x00idem:response-not-kept")
 
+// scratch is the working memory of one seal or open: reused, so that a
+// fingerprint costs no allocation but its result.
+type scratch struct {
+	a, b []byte
+	sum  [sha256.Size]byte
+}
+
+var scratches = sync.Pool{New: func() any { return &scratch{a: make([]byte, 0, 2048), b: make([]byte, 0, 2048)} }}
+
 // derived holds the keys one provider key gives one scope.
 type derived struct {
 	id     string
@@ -140,7 +149,11 @@ func (d *derived) sealResponse(key string, resp []byte) []byte {
 	nonce := out[len(out) : len(out)+nonceLen]
 	_, _ = rand.Read(nonce)
 	out = out[:len(out)+nonceLen]
-	return d.resp.Seal(out, nonce, resp, []byte(key))
+	sc := scratches.Get().(*scratch)
+	sc.a = append(sc.a[:0], key...)
+	out = d.resp.Seal(out, nonce, resp, sc.a)
+	scratches.Put(sc)
+	return out
 }
 
 // responseKeyID returns the id of the key that sealed b.
@@ -153,7 +166,10 @@ func responseKeyID(b []byte) (string, error) {
 
 func (d *derived) openResponse(key string, b []byte) ([]byte, error) {
 	body := b[2+len(d.id):]
-	out, err := d.resp.Open(nil, body[:nonceLen], body[nonceLen:], []byte(key))
+	sc := scratches.Get().(*scratch)
+	sc.a = append(sc.a[:0], key...)
+	out, err := d.resp.Open(nil, body[:nonceLen], body[nonceLen:], sc.a)
+	scratches.Put(sc)
 	if err != nil {
 		return nil, fmt.Errorf("response under key %q: %w", d.id, ErrCorrupt)
 	}
@@ -170,25 +186,32 @@ func (d *derived) sealFingerprint(key, fp string) string {
 	if fp == "" {
 		return ""
 	}
-	var buf [nonceLen + MaxFingerprintLen + 16]byte
-	nonce := d.fpNonce(key, fp)
-	b := append(buf[:0], nonce[:]...)
-	b = d.fp.Seal(b, nonce[:], []byte(fp), []byte(key))
-	out := make([]byte, 0, len(fpPrefix)+len(d.id)+1+base64.RawURLEncoding.EncodedLen(len(b)))
-	out = append(out, fpPrefix...)
-	out = append(out, d.id...)
-	out = append(out, '.')
-	return string(base64.RawURLEncoding.AppendEncode(out, b))
+	sc := scratches.Get().(*scratch)
+	defer scratches.Put(sc)
+	nonce := d.fpNonce(sc, key, fp)
+	// sc.a: the store key (associated data), then the fingerprint.
+	sc.a = append(append(sc.a[:0], key...), fp...)
+	sc.b = append(sc.b[:0], nonce[:]...)
+	sc.b = d.fp.Seal(sc.b, nonce[:], sc.a[len(key):], sc.a[:len(key)])
+	var sb strings.Builder
+	sb.Grow(len(fpPrefix) + len(d.id) + 1 + base64.RawURLEncoding.EncodedLen(len(sc.b)))
+	sb.WriteString(fpPrefix)
+	sb.WriteString(d.id)
+	sb.WriteByte('.')
+	n := len(sc.b)
+	sc.b = base64.RawURLEncoding.AppendEncode(sc.b, sc.b)
+	sb.Write(sc.b[n:])
+	return sb.String()
 }
 
-func (d *derived) fpNonce(key, fp string) (n [nonceLen]byte) {
+// fpNonce returns the first nonceLen bytes of the HMAC-SHA256 of key, a
+// NUL and fp (a key holds no NUL, so the NUL ends it unambiguously).
+func (d *derived) fpNonce(sc *scratch, key, fp string) (n [nonceLen]byte) {
 	h := d.macs.Get().(hash.Hash)
 	h.Reset()
-	h.Write([]byte(key)) // a key holds no NUL, so the NUL ends it unambiguously
-	h.Write([]byte{0})
-	h.Write([]byte(fp))
-	var sum [sha256.Size]byte
-	copy(n[:], h.Sum(sum[:0]))
+	sc.a = append(append(append(sc.a[:0], key...), 0), fp...)
+	h.Write(sc.a)
+	copy(n[:], h.Sum(sc.sum[:0]))
 	d.macs.Put(h)
 	return n
 }
@@ -213,7 +236,10 @@ func (d *derived) openFingerprint(key, s string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("fingerprint under key %q: %w", d.id, ErrCorrupt)
 	}
-	if n := d.fpNonce(key, string(fp)); !hmac.Equal(n[:], b[:nonceLen]) {
+	sc := scratches.Get().(*scratch)
+	n := d.fpNonce(sc, key, string(fp))
+	scratches.Put(sc)
+	if !hmac.Equal(n[:], b[:nonceLen]) {
 		return "", fmt.Errorf("fingerprint under key %q: %w", d.id, ErrCorrupt)
 	}
 	return string(fp), nil
