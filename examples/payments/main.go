@@ -70,6 +70,7 @@ func parseArgs(args []string) (config, string, error) {
 	fs.DurationVar(&cfg.Delay, "delay", cfg.Delay, "handler latency after a payment is created and before it answers (chaos runs)")
 	fs.DurationVar(&cfg.Retention, "retention", cfg.Retention, "how long a key and its response are kept and replayed")
 	fs.DurationVar(&cfg.PurgeEvery, "purge-every", cfg.PurgeEvery, "how often the cleanup job deletes expired keys (0 disables it; Redis expires keys itself)")
+	wrapFlags(fs, &cfg.Wrap)
 	if err := fs.Parse(args); err != nil {
 		return config{}, "", err
 	}

@@ -47,6 +47,8 @@ type config struct {
 	KeysTable     string // shorthand SQL stores: the idemkit table ("" = the store's default)
 	RedisPrefix   string // shorthand Redis: key prefix ("" = the store's default)
 
+	Wrap wrapConfig // -cache, -seal-key-file (wrap.go)
+
 	tracer idem.Tracer    // tests observe the engine
 	purge  purge.Observer // tests observe the cleanup job
 	extra  []idem.Option  // tests add engine options (a short lease)
@@ -130,6 +132,12 @@ func open(ctx context.Context, cfg config, logger *slog.Logger) (*app, error) {
 		closeStore()
 		return nil, err
 	}
+	wrapped, err := wrapStore(cfg.Wrap, st)
+	if err != nil {
+		closeStore()
+		return nil, err
+	}
+	st = wrapped // closeStore now closes the wrapper, which closes st
 	describe := raw
 	if u, err := url.Parse(raw); err == nil {
 		describe = u.Redacted()

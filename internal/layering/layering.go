@@ -11,6 +11,7 @@
 //	store/<backend>            store, internal/coalesce, its own driver, the standard library; never another backend
 //	                           (store/nats, a nested module: store and nats.go, jetstream included)
 //	                           (store/dynamodb is a nested module; its driver is the AWS SDK for Go v2 with smithy-go)
+//	store/cache, store/seal    decorators (a Store that wraps any Store): store and the standard library; their tests may import backends
 //	internal/coalesce          the standard library only (support code for backends)
 //	internal/sqltx             the standard library, internal/invalid (transactions of store/sqlite and store/mysql)
 //	internal/retry             the standard library, internal/invalid (the retry loop of idemclient and contrib/grpcidem)
@@ -62,6 +63,14 @@ var drivers = map[string][]string{
 	"store/dynamodb": {"github.com/aws/aws-sdk-go-v2", "github.com/aws/smithy-go"},
 }
 
+// decorators lists the packages under store/ that wrap any store.Store
+// rather than store records themselves: they import store and the standard
+// library only, and their tests may import backends (and each other), since
+// a decorator is proven by running the suite over real backends.
+var decorators = []string{"store/cache", "store/seal"}
+
+func isDecorator(r string) bool { return slices.Contains(decorators, r) }
+
 // allowed lists, for each library package, the packages of the module it
 // may import outside its tests.
 var allowed = map[string][]string{
@@ -75,6 +84,9 @@ var allowed = map[string][]string{
 	"dedup":               {"idem", "store", "keyer"},
 	"purge":               {"store"},
 	"idemclient":          {"keyer"},
+	// The decorators.
+	"store/cache": {"store"},
+	"store/seal":  {"store"},
 }
 
 // contribMay lists the packages of the module that a nested integration
@@ -136,6 +148,9 @@ func isStd(path string) bool {
 }
 
 func isBackend(r string) bool {
+	if isDecorator(r) {
+		return false
+	}
 	_, ok := drivers[r]
 	return ok || (strings.HasPrefix(r, "store/") && !strings.Contains(strings.TrimPrefix(r, "store/"), "/"))
 }

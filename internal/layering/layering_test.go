@@ -97,6 +97,15 @@ func TestCheckFindsViolations(t *testing.T) {
 		{ImportPath: m("store/redis"), Imports: []string{m("internal/sqltx")}},
 		{ImportPath: m("httpidem"), Imports: []string{m("internal/retry")}},
 		{ImportPath: m("internal/invalid"), Imports: []string{m("store")}},
+		// Decorators: store only; their tests may import backends, storetest and each other.
+		{ImportPath: m("store/cache"), Imports: []string{m("store"), "hash/maphash"},
+			XTestImports: []string{m("store/memory"), m("store/redis"), m("store/seal"), m("storetest"), m("internal/testenv")}}, // good
+		{ImportPath: m("store/seal"), Imports: []string{m("store"), "crypto/aes"},
+			XTestImports: []string{m("store/postgres"), m("store/cache"), m("idem")}}, // good
+		{ImportPath: m("store/seal"), Imports: []string{m("store/redis")}},
+		{ImportPath: m("store/cache"), Imports: []string{"github.com/redis/go-redis/v9"}},
+		{ImportPath: m("store/cache"), Imports: []string{m("internal/coalesce")}},
+		{ImportPath: m("store/memory"), XTestImports: []string{m("store/cache")}}, // good: a decorator is not a backend
 	}
 	got := Check(pkgs)
 	want := []string{
@@ -128,6 +137,9 @@ func TestCheckFindsViolations(t *testing.T) {
 		"store/redis imports github.com/aws/aws-sdk-go-v2/service/dynamodb",
 		"store/dynamodb imports github.com/aws/aws-sdk-go-v2-fork/service/dynamodb",
 		"storetest/linearize imports " + m("idem"),
+		"store/seal imports " + m("store/redis") + ": store/seal may import only [store]",
+		"store/cache imports github.com/redis/go-redis/v9: a library package imports no third-party module",
+		"store/cache imports " + m("internal/coalesce") + ": a library package imports no internal package",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("Check found %d violations, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
