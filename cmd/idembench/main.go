@@ -13,7 +13,8 @@
 //	go run ./cmd/idembench -backends redis,postgres -count 9 -v
 //
 // Backends whose server is not configured (IDEMKIT_POSTGRES_URL,
-// IDEMKIT_REDIS_ADDR, IDEMKIT_MYSQL_DSN) skip their benchmarks and are
+// IDEMKIT_REDIS_ADDR, IDEMKIT_MYSQL_DSN, IDEMKIT_DYNAMODB_ENDPOINT,
+// IDEMKIT_NATS_URL) skip their benchmarks and are
 // reported as skipped. Run it from the module root.
 package main
 
@@ -45,11 +46,17 @@ var backends = []backend{
 	{"postgres", "./store/postgres/", "^BenchmarkPaired$", "4000x"},
 	{"redis", "./store/redis/", "^BenchmarkPaired$", "4000x"},
 	{"mysql", "./store/mysql/", "^BenchmarkPaired$", "2000x"},
+	// Nested modules, reached through go.work.
+	{"dynamodb", "./store/dynamodb/", "^BenchmarkPaired$", "1000x"},
+	{"nats", "./store/nats/", "^BenchmarkPaired$", "2000x"},
+	// Decorators: "raw" is the same store without the decorator.
+	{"cache", "./store/cache/", "^BenchmarkPaired$", "20000x"},
+	{"seal", "./store/seal/", "^BenchmarkPaired$", "8000x"},
 }
 
 func main() {
 	var (
-		only      = flag.String("backends", "memory,sqlite,postgres,redis,mysql", "comma-separated backends to run (memory, sqlite, postgres, redis, mysql)")
+		only      = flag.String("backends", "memory,sqlite,postgres,redis,mysql", "comma-separated backends to run (memory, sqlite, postgres, redis, mysql, dynamodb, nats, cache, seal)")
 		count     = flag.Int("count", 5, "rounds per benchmark (go test -count); the median of the per-round ratios is printed")
 		benchtime = flag.String("benchtime", "", "go test -benchtime for every backend (default: each backend's own)")
 		filter    = flag.String("run", "", "extra sub-benchmark pattern, appended to the backend's -bench pattern with /")
