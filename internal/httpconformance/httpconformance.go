@@ -139,12 +139,22 @@ var SQLite = Store{Name: "sqlite", Tx: true, Durable: true, Data: func(t *testin
 }}
 
 // Server serves what build returns, and builds it again on Restart, as a
-// restarted process would, closing the old one's resources.
+// gracefully restarted process would: new requests go to the new handler,
+// the old one's requests finish (their settle included), then its resources
+// are closed.
 type Server struct {
 	build   func() (http.Handler, func(), error)
-	current atomic.Pointer[http.Handler]
+	current atomic.Pointer[generation]
 	mu      sync.Mutex
 	closeFn func()
+}
+
+// generation is one build: its handler, read-locked by each request it
+// serves; retired once a restart drained it.
+type generation struct {
+	h       http.Handler
+	mu      sync.RWMutex
+	retired bool
 }
 
 // NewServer builds the first handler; t's cleanup closes the last.
@@ -173,19 +183,30 @@ func (s *Server) Restart(context.Context) error {
 		return errors.New("httpconformance: build returned no handler")
 	}
 	s.mu.Lock()
-	old := s.closeFn
-	s.closeFn = closeFn
-	s.mu.Unlock()
-	s.current.Store(&h)
-	if old != nil {
-		old()
+	defer s.mu.Unlock()
+	prev := s.current.Swap(&generation{h: h})
+	if prev != nil {
+		prev.mu.Lock() // drain, as http.Server.Shutdown does
+		prev.retired = true
+		prev.mu.Unlock()
+		s.closeFn()
 	}
+	s.closeFn = closeFn
 	return nil
 }
 
 // ServeHTTP serves the current handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	(*s.current.Load()).ServeHTTP(w, r)
+	for {
+		g := s.current.Load()
+		g.mu.RLock()
+		if !g.retired {
+			defer g.mu.RUnlock()
+			g.h.ServeHTTP(w, r)
+			return
+		}
+		g.mu.RUnlock() // swapped out meanwhile: take the new one
+	}
 }
 
 // Target is the httpidemtest target for the payments endpoint at path on
