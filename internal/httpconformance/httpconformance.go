@@ -139,22 +139,12 @@ var SQLite = Store{Name: "sqlite", Tx: true, Durable: true, Data: func(t *testin
 }}
 
 // Server serves what build returns, and builds it again on Restart, as a
-// gracefully restarted process would: new requests go to the new handler,
-// the old one's requests finish (their settle included), then its resources
-// are closed.
+// restarted process would, closing the old one's resources.
 type Server struct {
 	build   func() (http.Handler, func(), error)
-	current atomic.Pointer[generation]
+	current atomic.Pointer[http.Handler]
 	mu      sync.Mutex
 	closeFn func()
-}
-
-// generation is one build: its handler, read-locked by each request it
-// serves; retired once a restart drained it.
-type generation struct {
-	h       http.Handler
-	mu      sync.RWMutex
-	retired bool
 }
 
 // NewServer builds the first handler; t's cleanup closes the last.
@@ -183,30 +173,19 @@ func (s *Server) Restart(context.Context) error {
 		return errors.New("httpconformance: build returned no handler")
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	prev := s.current.Swap(&generation{h: h})
-	if prev != nil {
-		prev.mu.Lock() // drain, as http.Server.Shutdown does
-		prev.retired = true
-		prev.mu.Unlock()
-		s.closeFn()
-	}
+	old := s.closeFn
 	s.closeFn = closeFn
+	s.mu.Unlock()
+	s.current.Store(&h)
+	if old != nil {
+		old()
+	}
 	return nil
 }
 
 // ServeHTTP serves the current handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	for {
-		g := s.current.Load()
-		g.mu.RLock()
-		if !g.retired {
-			defer g.mu.RUnlock()
-			g.h.ServeHTTP(w, r)
-			return
-		}
-		g.mu.RUnlock() // swapped out meanwhile: take the new one
-	}
+	(*s.current.Load()).ServeHTTP(w, r)
 }
 
 // Target is the httpidemtest target for the payments endpoint at path on
