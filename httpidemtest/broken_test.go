@@ -66,8 +66,10 @@ func TestEachBreakFailsItsRule(t *testing.T) {
 			if !slices.Equal(got, []string{b}) {
 				t.Errorf("failed rules %v, want only [%s]:\n%s", got, b, msgs)
 			}
-			if !strings.Contains(msgs, "rule "+b+": fail") {
-				t.Errorf("the failure does not name the rule:\n%s", msgs)
+			for _, want := range []string{"rule " + b + ": fail", "exchanges:", "POST http://127.0.0.1:", "-> "} {
+				if !strings.Contains(msgs, want) {
+					t.Errorf("the failure does not show %q:\n%s", want, msgs)
+				}
 			}
 		})
 	}

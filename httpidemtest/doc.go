@@ -46,6 +46,10 @@
 //	limits/body-over-limit    one byte more: 413, nothing happens.
 //	scope/separate            the same key from two callers: two effects, each caller replays its own answer.
 //
+// A retry behaves as a client that honours a 409: while it gets one (the
+// first request's answer may leave before its key is settled), it waits the
+// Retry-After, at most MaxRetryAfter, and sends again, up to five times.
+//
 // The suite counts effects before and after each rule, so nothing else may
 // take effect on the endpoint while it runs, and it sends every request with
 // a fresh random key. It talks only to the target: CountPath must be on the

@@ -157,7 +157,7 @@ func notKept(c *checker, status int) {
 		return
 	}
 	undo()
-	retry := c.send(req{note: "retry after the failure", keys: c.t.keyed(key), body: body})
+	retry := c.retry(req{note: "retry after the failure", keys: c.t.keyed(key), body: body})
 	if !c.answered(retry) {
 		return
 	}
@@ -246,7 +246,7 @@ func lostReply(c *checker) {
 		c.failf("the lost answer was %d; the suite needs an endpoint that serves Body", lost.Status)
 		return
 	}
-	retry := c.send(req{note: "retry after the lost answer", keys: c.t.keyed(key), body: body})
+	retry := c.retry(req{note: "retry after the lost answer", keys: c.t.keyed(key), body: body})
 	c.mustReplay(lost, retry)
 	c.effects(before, 1, "a request whose answer was lost, and its retry")
 }
@@ -265,7 +265,7 @@ func restart(c *checker) {
 		c.failf("Target.Restart: %v", err)
 		return
 	}
-	retry := c.send(req{note: "retry after the restart", keys: c.t.keyed(key), body: body})
+	retry := c.retry(req{note: "retry after the restart", keys: c.t.keyed(key), body: body})
 	c.mustReplay(first, retry)
 	c.effects(before, 1, "a request and its retry after a restart")
 }
@@ -302,7 +302,7 @@ func bodyAtLimit(c *checker) {
 		c.failf("a body of exactly MaxBody (%d) bytes answered %d; it must be served", c.t.MaxBody, first.Status)
 		return
 	}
-	retry := c.send(req{note: "retry", keys: c.t.keyed(key), body: body})
+	retry := c.retry(req{note: "retry", keys: c.t.keyed(key), body: body})
 	c.mustReplay(first, retry)
 	c.effects(before, 1, "a body at the limit and its retry")
 }
@@ -346,6 +346,6 @@ func scopeSeparate(c *checker) {
 	if !c.effects(before, 2, "the same key from two scopes") {
 		return
 	}
-	retry := c.send(req{note: "retry, first scope", keys: c.t.keyed(key), body: body, scope: c.t.Scopes[0]})
+	retry := c.retry(req{note: "retry, first scope", keys: c.t.keyed(key), body: body, scope: c.t.Scopes[0]})
 	c.mustReplay(a, retry)
 }

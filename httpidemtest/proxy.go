@@ -80,7 +80,9 @@ func (p *dropProxy) serve(client net.Conn) {
 		return
 	}
 	defer server.Close()
+	p.wg.Add(1)
 	go func() {
+		defer p.wg.Done()
 		io.Copy(server, client) // the request; ends when either side closes
 	}()
 	_ = server.SetReadDeadline(time.Now().Add(60 * time.Second))

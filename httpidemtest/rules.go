@@ -3,11 +3,13 @@ package httpidemtest
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"mime"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // rules are every check, in the order they run.
@@ -233,7 +235,7 @@ func replayIdentical(c *checker) {
 	if !ok {
 		return
 	}
-	retry := c.send(req{note: "retry", keys: c.t.keyed(key), body: body})
+	retry := c.retry(req{note: "retry", keys: c.t.keyed(key), body: body})
 	c.mustReplayHeaders(first, retry, true)
 	c.effects(before, 1, "a request and its retry")
 }
@@ -247,7 +249,7 @@ func replayMarker(c *checker) {
 	if c.replayed(first) {
 		c.failf("the first answer carries %s: true; only replays may", c.t.ReplayHeader)
 	}
-	retry := c.send(req{note: "retry", keys: c.t.keyed(key), body: body})
+	retry := c.retry(req{note: "retry", keys: c.t.keyed(key), body: body})
 	if c.answered(retry) && !c.replayed(retry) {
 		c.failf("the retry's answer has no %s: true (it has %q)", c.t.ReplayHeader, retry.Header.Get(c.t.ReplayHeader))
 	}
@@ -280,7 +282,7 @@ func mismatchNotPoisoned(c *checker) {
 	if !ok {
 		return
 	}
-	retry := c.send(req{note: "retry of the first", keys: c.t.keyed(key), body: body})
+	retry := c.retry(req{note: "retry of the first", keys: c.t.keyed(key), body: body})
 	c.mustReplay(first, retry)
 	c.effects(before, 0, "the first request retried after a 422")
 }
@@ -316,4 +318,33 @@ func (c *checker) checkProblem(e Exchange) {
 			c.failf("%s: the problem's status member is %v, the answer's status %d", e.Note, s, e.Status)
 		}
 	}
+}
+
+// retryAttempts bounds how often retry resends after a 409.
+const retryAttempts = 5
+
+// retry sends r as a client that honours a 409 does: while the answer is a
+// 409 (the first request's settle may still be under way, its answer
+// having left first), it waits the Retry-After, at most MaxRetryAfter and
+// at least 50 ms, and sends again, up to retryAttempts times. Every
+// exchange is recorded; the last is returned.
+func (c *checker) retry(r req) Exchange {
+	e := c.send(r)
+	for i := 1; i < retryAttempts && e.Err == "" && e.Status == http.StatusConflict; i++ {
+		wait := c.t.MaxRetryAfter
+		if s, err := strconv.Atoi(strings.TrimSpace(e.Header.Get("Retry-After"))); err == nil && s >= 0 {
+			wait = min(wait, time.Duration(s)*time.Second)
+		}
+		wait = max(wait, 50*time.Millisecond)
+		t := time.NewTimer(wait) // the real clock is the subject: a client waiting as told
+		select {
+		case <-c.ctx.Done():
+			t.Stop()
+			return e
+		case <-t.C:
+		}
+		r.note = fmt.Sprintf("%s (again after a 409, attempt %d)", strings.SplitN(r.note, " (again", 2)[0], i+1)
+		e = c.send(r)
+	}
+	return e
 }
