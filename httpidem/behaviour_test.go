@@ -130,7 +130,7 @@ func TestHangUpAfterWorkKeptInBothModes(t *testing.T) {
 				mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					n := runs.Add(1)
 					if n == 1 {
-						did <- struct{}{}   // the effect happened
+						did <- struct{}{}    // the effect happened
 						<-r.Context().Done() // the client hangs up
 					}
 					w.WriteHeader(http.StatusCreated)
