@@ -255,7 +255,11 @@ func TestLeaseLapse(t *testing.T) {
 				})
 				done <- result{out, err}
 			}()
-			<-started
+			select {
+			case <-started:
+			case r := <-done: // the claim itself failed (a slow claim, a server down)
+				t.Fatalf("the stale run did not start: %v, %v", r.out, r.err)
+			}
 			advance(t, subj, lease+lease/2)
 
 			out, err := fresh.Process(t.Context(), id, fx.fn(id))

@@ -175,3 +175,25 @@ func TestProcessTx(t *testing.T) {
 		})
 	})
 }
+
+// TestProcessAndProcessTxOneEngine: one engine, one Deduper, both modes:
+// the mode is chosen per call, and a key processed in one is a duplicate
+// in the other.
+func TestProcessAndProcessTxOneEngine(t *testing.T) {
+	forEachTx(t, func(t *testing.T, subj storetest.Subject, fx txEffect) {
+		e, err := idem.New(subj.Store, idem.WithWait(0))
+		require.NoError(t, err)
+		d, err := dedup.New(e)
+		require.NoError(t, err)
+		out, err := d.Process(t.Context(), "evt_lease", func(context.Context) error { return nil })
+		require.NoError(t, err)
+		assert.Equal(t, dedup.Processed, out, "Process: lease mode")
+		out, err = d.ProcessTx(t.Context(), "evt_tx", func(ctx context.Context) error { return fx.apply(ctx, "evt_tx") })
+		require.NoError(t, err)
+		assert.Equal(t, dedup.Processed, out, "ProcessTx: the store's transaction, on the same engine")
+		assert.Equal(t, 1, fx.count(t, "evt_tx"))
+		out, err = d.ProcessTx(t.Context(), "evt_lease", func(context.Context) error { t.Error("ran twice"); return nil })
+		require.NoError(t, err)
+		assert.Equal(t, dedup.Duplicate, out)
+	})
+}

@@ -88,7 +88,8 @@
 // whatever storing it then takes: a response the handler did not stream
 // (up to 4 KiB, not flushed) is sent whole with a Content-Length and
 // flushed before the key is recorded; a streamed one is flushed, and its
-// chunked end follows the record. A heartbeat renews the lease every half lease from the
+// chunked end follows the record. A retry that comes in that moment finds
+// the key in flight and waits for the record (idem.WithWait), then replays. A heartbeat renews the lease every half lease from the
 // claim until the key is settled, independently of the request's context:
 // a client that goes away cancels the handler's context, never the renewal.
 // If the key turns out to be held by another claim, or renewals fail until

@@ -97,3 +97,32 @@ func mustDoKey(t *testing.T, key string, scope ...string) string {
 	require.NoError(t, err)
 	return k
 }
+
+// TestDoFirstCallAsReplay: the first call returns what a replay will, the
+// result as the codec keeps it: Do[any] gives float64 both times, and a
+// result the codec cannot carry fails at once, not on a retry.
+func TestDoFirstCallAsReplay(t *testing.T) {
+	e := newEngine(t, newMemory(t))
+	fn := func(context.Context) (any, error) { return map[string]any{"n": 1}, nil }
+	first, err := idem.Do(t.Context(), e, "k-any", fn)
+	require.NoError(t, err)
+	again, err := idem.Do(t.Context(), e, "k-any", fn)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{"n": float64(1)}, first)
+	assert.Equal(t, first, again)
+
+	type hidden struct {
+		Shown  int
+		hidden int
+	}
+	h, err := idem.Do(t.Context(), e, "k-hidden", func(context.Context) (hidden, error) { return hidden{1, 2}, nil })
+	require.NoError(t, err)
+	assert.Equal(t, hidden{Shown: 1}, h, "an unexported field is gone on the first call as on a replay")
+
+	var runs int
+	_, err = idem.Do(t.Context(), e, "k-chan", func(context.Context) (chan int, error) { runs++; return make(chan int), nil })
+	require.ErrorIs(t, err, idem.ErrNotKept, "the codec cannot carry a channel: the first call says so")
+	_, err = idem.Do(t.Context(), e, "k-chan", func(context.Context) (chan int, error) { runs++; return make(chan int), nil })
+	require.ErrorIs(t, err, idem.ErrNotKept)
+	assert.Equal(t, 1, runs, "done once; never run again")
+}

@@ -16,13 +16,13 @@ import (
 //
 // The text of a store's error is redacted too (a backend may quote the key
 // it failed on); errors.Is and errors.As still see the store's error.
-// Events given to observers keep the raw key in Event.Key: an observer is
-// the user's own code, and must redact what it exports itself (otelidem
-// does). A nil Redactor makes New fail.
+// Tracers get the raw key (RunStart.Key, Event.Key): a tracer is the
+// user's own code, and must redact what it exports itself (otelidem does).
+// A nil Redactor makes New fail.
 func WithKeyRedactor(r keyer.Redactor) Option {
 	return func(o *options) error {
 		if r == nil {
-			return errors.New("nil key redactor")
+			return errors.New("WithKeyRedactor(nil): pass a keyer.Redactor, such as keyer.DefaultRedactor()")
 		}
 		o.redact = r
 		return nil

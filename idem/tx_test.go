@@ -183,3 +183,44 @@ func TestTxCompleteAfterLapseReclaims(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, store.StatusCompleted, r.Status)
 }
+
+// TestTxCallerLeavesAfterWorkCommits: a caller that goes away after the
+// work returned does not roll it back: the commit runs on a context
+// detached from the caller's, and a retry replays.
+func TestTxCallerLeavesAfterWorkCommits(t *testing.T) {
+	forEachTx(t, func(t *testing.T, b txBackend) {
+		e := newEngine(t, b.s)
+		k := key(t)
+		ctx, cancel := context.WithCancel(t.Context())
+		res, err := e.Run(ctx, k, "", func(wctx context.Context) idem.Verdict {
+			if err := b.apply(wctx, k); err != nil {
+				return idem.Discard(err.Error())
+			}
+			cancel() // the caller leaves after the effect, before the commit
+			<-wctx.Done()
+			return idem.Keep([]byte("paid"))
+		}, idem.InTx())
+		require.NoError(t, err)
+		assert.Equal(t, idem.SettleCompleted, res.Settle)
+		assert.Equal(t, 1, b.count(t, k), "the effect committed")
+		res, err = e.Run(t.Context(), k, "", func(context.Context) idem.Verdict { t.Error("ran twice"); return idem.Keep(nil) }, idem.InTx())
+		require.NoError(t, err)
+		assert.True(t, res.Replay())
+		assert.Equal(t, "paid", string(res.Record.Response))
+	})
+}
+
+// TestInTxNeedsTransactor: InTx on a store without transactions is
+// store.ErrInvalid and runs nothing; InTxIfSupported runs lease mode there.
+func TestInTxNeedsTransactor(t *testing.T) {
+	e := newEngine(t, newMemory(t))
+	_, err := e.Run(t.Context(), key(t), "", func(context.Context) idem.Verdict { t.Error("ran"); return idem.Keep(nil) }, idem.InTx())
+	require.ErrorIs(t, err, store.ErrInvalid)
+	_, err = e.Run(t.Context(), key(t), "", func(context.Context) idem.Verdict { t.Error("ran"); return idem.Keep(nil) }, nil)
+	require.ErrorIs(t, err, store.ErrInvalid, "a nil RunOption")
+	var inTx bool
+	res, err := e.Run(t.Context(), key(t), "", func(ctx context.Context) idem.Verdict { _, inTx = sqlite.TxFrom(ctx); return idem.Keep(nil) }, idem.InTxIfSupported())
+	require.NoError(t, err)
+	assert.Equal(t, idem.SettleCompleted, res.Settle)
+	assert.False(t, inTx)
+}

@@ -2,11 +2,11 @@
 // (v4) handlers, so a POST retried with the same Idempotency-Key runs once
 // and every retry gets the first response back.
 //
-//	e, err := idem.New(st) // lease, wait, logger, tracer: set once
+//	eng, err := idem.New(st) // lease, wait, logger, tracer: set once
 //	if err != nil {
 //		return err
 //	}
-//	mw, err := httpidem.New(e, httpidem.WithScope(userOf))
+//	mw, err := httpidem.New(eng, httpidem.WithScope(userOf))
 //	if err != nil {
 //		return err
 //	}

@@ -219,15 +219,15 @@ type server struct {
 // value.
 func UnaryServerInterceptor(e *idem.Engine, opts ...ServerOption) (grpc.UnaryServerInterceptor, error) {
 	if e == nil {
-		return nil, fmt.Errorf("grpcidem: new server interceptor: %w: nil engine", ErrInvalid)
+		return nil, fmt.Errorf("grpcidem: new server interceptor: nil engine (build one with idem.New): %w", ErrInvalid)
 	}
 	s := &server{e: e, policy: func(string) Policy { return Required }, keep: DefaultKeep, logger: e.Logger(), now: time.Now, retryDelay: DefaultRetryDelay, maxResponse: idem.DefaultMaxResponse}
-	for _, o := range opts {
+	for i, o := range opts {
 		if o == nil {
-			return nil, fmt.Errorf("grpcidem: new server interceptor: %w: nil option", ErrInvalid)
+			return nil, fmt.Errorf("grpcidem: new server interceptor: option %d is nil: %w", i, ErrInvalid)
 		}
 		if err := o(s); err != nil {
-			return nil, fmt.Errorf("grpcidem: new server interceptor: %w: %w", ErrInvalid, err)
+			return nil, fmt.Errorf("grpcidem: new server interceptor: %w", invalidError{err})
 		}
 	}
 	if s.tx {
@@ -235,6 +235,14 @@ func UnaryServerInterceptor(e *idem.Engine, opts ...ServerOption) (grpc.UnarySer
 	}
 	return s.intercept, nil
 }
+
+// invalidError marks an option's error as ErrInvalid without repeating
+// the store's text.
+type invalidError struct{ err error }
+
+func (e invalidError) Error() string        { return e.err.Error() }
+func (e invalidError) Unwrap() error        { return e.err }
+func (e invalidError) Is(target error) bool { return target == ErrInvalid }
 
 // fingerprint identifies a call: its full method and the deterministic
 // encoding of its request.

@@ -4,12 +4,12 @@
 // how long the work, the settle and every store call took, how much work is
 // in flight, and how many records the cleanup job purged.
 //
-// It listens at the engine's one instrumentation point (idem.WithObserver),
-// so the HTTP middleware, message de-duplication and idem.Do are counted
-// alike:
+// A Telemetry is the engine's tracer (idem.WithTracer), its one
+// instrumentation point, so the HTTP middleware, message de-duplication,
+// gRPC calls and idem.Do are counted alike:
 //
 //	tel, err := otelidem.New(otelidem.WithBackend("postgres"))
-//	eng, err := idem.New(st, idem.WithObserver(tel.Observer()))
+//	eng, err := idem.New(st, idem.WithTracer(tel))
 //	go purge.Run(ctx, st, purge.WithObserver(tel.PurgeObserver()))
 //
 // Metrics go to the global MeterProvider unless WithMeterProvider says
@@ -37,18 +37,17 @@
 //
 // # Traces
 //
-// Every claim and every settle is a span ("idem.claim", "idem.settle"), a
-// child of the caller's span (the request's, with otelhttp), with the
-// outcome in idem.outcome and the key, hashed by default (keyer.Redactor),
-// in idem.key.
+// Every run is a span, "idem.run", started in TraceRunStart as a child of
+// the caller's span (the request's, with otelhttp): the work runs in its
+// context, so every span the work starts (a database query, a call to a
+// payment provider) is a child of it. Under it, the claim and the settle
+// are spans too ("idem.claim", "idem.settle"). Each carries the outcome in
+// idem.outcome and the key, hashed by default (keyer.Redactor), in
+// idem.key.
 //
 // # What it measures exactly
 //
 // Counts are exact: each comes from one engine event. In-flight work and the
-// work and settle durations join events of one run by its key: the store
-// lets only one claim hold a key, so the join is exact except when a lease
-// is taken over while its first holder still runs (the first run then stops
-// counting at the takeover). A claim span's start is that of the latest
-// claim call of its key, which with concurrent claims of one key may be
-// another caller's call of about the same length.
+// work and settle durations are joined by the run itself, whose state rides
+// in the context TraceRunStart returned: no map of keys, nothing to sweep.
 package otelidem

@@ -152,12 +152,12 @@ type Telemetry struct {
 // an instrument cannot be made.
 func New(opts ...Option) (*Telemetry, error) {
 	c := config{backend: "unknown"}
-	for _, o := range opts {
+	for i, o := range opts {
 		if o == nil {
-			return nil, fmt.Errorf("otelidem: new: %w: nil option", store.ErrInvalid)
+			return nil, fmt.Errorf("otelidem: new: option %d is nil: %w", i, store.ErrInvalid)
 		}
 		if err := o(&c); err != nil {
-			return nil, fmt.Errorf("otelidem: new: %w: %w", store.ErrInvalid, err)
+			return nil, fmt.Errorf("otelidem: new: %w", invalidError{err})
 		}
 	}
 	if c.mp == nil {
@@ -221,6 +221,14 @@ func New(opts ...Option) (*Telemetry, error) {
 	}
 	return t, nil
 }
+
+// invalidError marks an option's error as store.ErrInvalid without
+// repeating the store's text.
+type invalidError struct{ err error }
+
+func (e invalidError) Error() string        { return e.err.Error() }
+func (e invalidError) Unwrap() error        { return e.err }
+func (e invalidError) Is(target error) bool { return target == store.ErrInvalid }
 
 // Outcomes in the idem.outcome attribute.
 const (

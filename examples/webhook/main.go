@@ -113,10 +113,11 @@ func newReceiver(ctx context.Context, st *sqlite.Store, log *slog.Logger) (http.
 	return mux, nil
 }
 
-// webhook applies the event once. The status tells the sender what to do:
-// 200 for processed and duplicate (stop retrying), 409 with Retry-After
-// while another delivery of the same event is being processed, 500 when
-// processing failed (retry later; nothing was written).
+// webhook applies the event once. The status tells the sender what the
+// outcome's Action says: 200 for processed and duplicate (Ack: stop
+// retrying), 409 with Retry-After while another delivery of the same event
+// is still being processed, 500 when processing failed (Retry: nothing was
+// written), 422 for a dead letter.
 func (rc *receiver) webhook(w http.ResponseWriter, r *http.Request) {
 	var ev event
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&ev); err != nil || ev.ID == "" {
@@ -137,13 +138,17 @@ func (rc *receiver) webhook(w http.ResponseWriter, r *http.Request) {
 		_, err := tx.ExecContext(ctx, "INSERT INTO credits (event_id, amount) VALUES (?, ?)", ev.ID, ev.Amount)
 		return err
 	})
-	switch out {
-	case dedup.Processed, dedup.Duplicate:
+	switch out.Action() {
+	case dedup.Ack: // processed now, or a duplicate of a processed event
 		writeJSON(w, http.StatusOK, map[string]string{"id": ev.ID, "status": out.String()})
-	case dedup.InFlight:
-		w.Header().Set("Retry-After", "5")
-		writeJSON(w, http.StatusConflict, map[string]string{"id": ev.ID, "status": out.String()})
-	default:
+	case dedup.DeadLetter: // never with ProcessTx; with ProcessWith, a reused id
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"id": ev.ID, "status": out.String()})
+	case dedup.Retry:
+		if out == dedup.InFlight { // still running after the engine's wait
+			w.Header().Set("Retry-After", "2")
+			writeJSON(w, http.StatusConflict, map[string]string{"id": ev.ID, "status": out.String()})
+			return
+		}
 		// The id is logged hashed, as dedup logs it (its error names the
 		// id hashed too): event ids can name the sender's customers.
 		rc.log.Error("webhook failed", "id", keyer.DefaultRedactor()(ev.ID), "error", err)
