@@ -4,7 +4,7 @@
 // follows the IETF draft "The Idempotency-Key HTTP Header Field") runs the
 // operation once however many times the network makes the client try.
 //
-//	client := idemclient.NewClient()
+//	client, err := idemclient.NewClient() // an error only for an invalid option
 //	resp, err := client.Post(url, "application/json", strings.NewReader(`{"amount":1990}`))
 //	if err == nil && idemclient.Replayed(resp) { /* the first attempt's answer */ }
 //
@@ -18,6 +18,12 @@
 // different request (another method, URL or body) under the same context
 // fails with ErrKeyReused before anything is sent, since the server would
 // answer it 422 or, worse, replay the other request's response.
+//
+// Keys follow keyer's one key rule (keyer.CheckKey), the rule httpidem
+// applies: 1 to MaxKeyLen visible ASCII characters, no space anywhere, not
+// "null". A key that breaks it, given with WithKey or made by WithKeyFunc,
+// fails with ErrInvalidKey before anything is sent. Methods are compared as
+// httpidem compares them: WithMethods("post") means POST.
 //
 // # When it retries
 //

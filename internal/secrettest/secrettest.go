@@ -4,9 +4,13 @@
 package secrettest
 
 import (
+	"context"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/store"
 )
 
 // The password is made of two halves on purpose: a URL whose unescaped
@@ -57,5 +61,32 @@ func Check(t testing.TB, err error) {
 		if strings.Contains(msg, part) {
 			t.Errorf("message shows %q: %s", part, msg)
 		}
+	}
+}
+
+// CheckOpen runs one subtest per shape: store.Open of the shape's URL with
+// suffix appended (query parameters such as "&sslmode=disable", added with
+// the right separator) must fail within timeout, and its error must show
+// no part of the password. A Store that opens after all is closed and
+// fails the subtest.
+func CheckOpen(t *testing.T, shapes map[string]string, suffix string, timeout time.Duration) {
+	t.Helper()
+	for name, raw := range shapes {
+		t.Run(name, func(t *testing.T) {
+			if suffix != "" {
+				if u, err := url.Parse(raw); err == nil && u.RawQuery != "" {
+					raw += "&" + suffix
+				} else {
+					raw += "?" + suffix
+				}
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), timeout)
+			defer cancel()
+			s, err := store.Open(ctx, raw)
+			if err == nil {
+				store.Close(s)
+			}
+			Check(t, err)
+		})
 	}
 }

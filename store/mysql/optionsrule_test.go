@@ -1,16 +1,13 @@
 package mysql_test
 
 import (
-	"errors"
-	"strings"
+	"database/sql"
 	"testing"
 
-	"database/sql"
-
 	_ "github.com/go-sql-driver/mysql"
-	"github.com/idemkit/idemkit/store/mysql"
 
-	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/internal/secrettest"
+	"github.com/idemkit/idemkit/store/mysql"
 )
 
 // TestOptionsRule: a nil option or an invalid value fails construction with
@@ -26,14 +23,8 @@ func TestOptionsRule(t *testing.T) {
 		"nil": {nil}, "empty table": {mysql.WithTable("")}, "trailing space": {mysql.WithTable("t ")}, "purge batch 0": {mysql.WithPurgeBatch(-1)},
 	} {
 		t.Run(name, func(t *testing.T) {
-			s, err := mysql.New(db, opts...)
-			if !errors.Is(err, store.ErrInvalid) {
-				t.Fatalf("got %v, %v; want an error matching store.ErrInvalid", s, err)
-			}
-			msg := err.Error()
-			if !strings.HasPrefix(msg, "mysql: ") || strings.Count(msg, "mysql: ") != 1 || strings.Count(msg, "invalid argument") != 1 {
-				t.Errorf("message %q: want one %q prefix and one %q", msg, "mysql: ", "invalid argument")
-			}
+			_, err := mysql.New(db, opts...)
+			secrettest.CheckInvalid(t, "mysql", err)
 		})
 	}
 }

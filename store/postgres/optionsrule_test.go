@@ -1,14 +1,12 @@
 package postgres_test
 
 import (
-	"errors"
-	"strings"
 	"testing"
 
-	"github.com/idemkit/idemkit/store/postgres"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemkit/idemkit/store"
+	"github.com/idemkit/idemkit/internal/secrettest"
+	"github.com/idemkit/idemkit/store/postgres"
 )
 
 // TestOptionsRule: a nil option or an invalid value fails construction with
@@ -24,14 +22,8 @@ func TestOptionsRule(t *testing.T) {
 		"nil": {nil}, "empty table": {postgres.WithTable("")}, "empty schema": {postgres.WithSchema("")}, "purge batch 0": {postgres.WithPurgeBatch(0)},
 	} {
 		t.Run(name, func(t *testing.T) {
-			s, err := postgres.New(pool, opts...)
-			if !errors.Is(err, store.ErrInvalid) {
-				t.Fatalf("got %v, %v; want an error matching store.ErrInvalid", s, err)
-			}
-			msg := err.Error()
-			if !strings.HasPrefix(msg, "postgres: ") || strings.Count(msg, "postgres: ") != 1 || strings.Count(msg, "invalid argument") != 1 {
-				t.Errorf("message %q: want one %q prefix and one %q", msg, "postgres: ", "invalid argument")
-			}
+			_, err := postgres.New(pool, opts...)
+			secrettest.CheckInvalid(t, "postgres", err)
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package postgres_test
 
 import (
-	"context"
 	"errors"
 	"net/url"
 	"testing"
@@ -17,30 +16,22 @@ import (
 // and whatever fails (nothing listens, the login is refused, a parameter is
 // malformed), store.Open's error shows none of it.
 func TestOpenShowsNoPassword(t *testing.T) {
-	open := func(t *testing.T, raw string) error {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-		defer cancel()
-		s, err := store.Open(ctx, raw)
-		if err == nil {
-			store.Close(s)
-		}
-		return err
-	}
 	t.Run("unreachable", func(t *testing.T) {
-		for name, raw := range secrettest.Shapes("postgres", "postgres", "127.0.0.1:1", "test") {
-			t.Run(name, func(t *testing.T) { secrettest.Check(t, open(t, raw+sep(raw)+"sslmode=disable&connect_timeout=2")) })
-		}
+		secrettest.CheckOpen(t, secrettest.Shapes("postgres", "postgres", "127.0.0.1:1", "test"), "sslmode=disable&connect_timeout=2", 10*time.Second)
 	})
 	t.Run("malformed parameter", func(t *testing.T) {
-		for name, raw := range secrettest.Shapes("postgres", "postgres", "127.0.0.1:1", "test") {
-			t.Run(name, func(t *testing.T) {
-				err := open(t, raw+sep(raw)+"connect_timeout=soon&sslmode=disable")
-				secrettest.Check(t, err)
-				if !errors.Is(err, store.ErrInvalid) {
-					t.Errorf("%v: want ErrInvalid", err)
-				}
-			})
+		shapes := secrettest.Shapes("postgres", "postgres", "127.0.0.1:1", "test")
+		secrettest.CheckOpen(t, shapes, "connect_timeout=soon&sslmode=disable", 10*time.Second)
+		for name, raw := range shapes {
+			if u, err := url.Parse(raw); err == nil {
+				q := u.Query()
+				q.Set("connect_timeout", "soon")
+				u.RawQuery = q.Encode()
+				raw = u.String()
+			}
+			if _, err := store.Open(t.Context(), raw); !errors.Is(err, store.ErrInvalid) {
+				t.Errorf("%s: %v, want ErrInvalid", name, err)
+			}
 		}
 	})
 	t.Run("failed login", func(t *testing.T) {
@@ -50,16 +41,6 @@ func TestOpenShowsNoPassword(t *testing.T) {
 		}
 		// A role that does not exist: refused even where the server trusts
 		// every password.
-		for name, raw := range secrettest.Shapes("postgres", "idemkit_no_such_role", u.Host, "test") {
-			t.Run(name, func(t *testing.T) { secrettest.Check(t, open(t, raw+sep(raw)+"sslmode=disable")) })
-		}
+		secrettest.CheckOpen(t, secrettest.Shapes("postgres", "idemkit_no_such_role", u.Host, "test"), "sslmode=disable", 10*time.Second)
 	})
-}
-
-func sep(raw string) string {
-	u, err := url.Parse(raw)
-	if err == nil && u.RawQuery != "" {
-		return "&"
-	}
-	return "?"
 }

@@ -82,7 +82,7 @@ func openURL(ctx context.Context, u *url.URL) (store.Store, error) {
 		cu := url.URL{Scheme: base, User: u.User, Host: hosts[0], RawQuery: rest.Encode()}
 		o, err := goredis.ParseClusterURL(cu.String())
 		if err != nil {
-			return nil, fmt.Errorf("redis: %w: %w", store.ErrInvalid, err)
+			return nil, fmt.Errorf("redis: %w: %s", store.ErrInvalid, strings.TrimPrefix(err.Error(), "redis: ")) // go-redis says "redis: " too
 		}
 		o.ContextTimeoutEnabled = true
 		client = goredis.NewClusterClient(o)
@@ -92,7 +92,7 @@ func openURL(ctx context.Context, u *url.URL) (store.Store, error) {
 		su.RawQuery = rest.Encode()
 		o, err := goredis.ParseURL(su.String())
 		if err != nil {
-			return nil, fmt.Errorf("redis: %w: %w", store.ErrInvalid, err)
+			return nil, fmt.Errorf("redis: %w: %s", store.ErrInvalid, strings.TrimPrefix(err.Error(), "redis: ")) // go-redis says "redis: " too
 		}
 		o.ContextTimeoutEnabled = true
 		client = goredis.NewClient(o)
