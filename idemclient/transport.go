@@ -285,7 +285,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t = defaultTransport()
 	}
 	ctx := req.Context()
-	method := req.Method
+	// Compared in upper case, as httpidem compares them (keyer.CanonicalMethod):
+	// a request sent as "post" is a POST to both.
+	method := strings.ToUpper(req.Method)
 	if method == "" {
 		method = http.MethodGet
 	}

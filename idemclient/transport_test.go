@@ -634,3 +634,18 @@ func TestWithMethodsCanonical(t *testing.T) {
 	assert.Equal(t, map[string]bool{"POST": true, "PUT": true}, tr.methods)
 	assert.Empty(t, mustNew(t, WithMethods()).methods, "no method gets a key")
 }
+
+// TestLowerCaseMethodIsKeyed: a request whose method is spelt "post" is a
+// POST to the transport, as to httpidem, so it gets a key.
+func TestLowerCaseMethodIsKeyed(t *testing.T) {
+	rec := &recorder{script: func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) }}
+	srv := serve(t, rec)
+	c := &http.Client{Transport: mustNew(t)}
+	req, _ := http.NewRequestWithContext(t.Context(), "post", srv.URL, strings.NewReader("x"))
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	seen := rec.seen()
+	require.Len(t, seen, 1)
+	assert.NotEmpty(t, seen[0], "the lower-case POST carries a key")
+}
