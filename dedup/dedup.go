@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/internal/invalid"
 	"log/slog"
 	"strings"
 
@@ -38,32 +39,17 @@ func New(e *idem.Engine, opts ...Option) (*Deduper, error) {
 		return nil, fmt.Errorf("dedup: new: nil engine (build one with idem.New): %w", store.ErrInvalid)
 	}
 	o := options{}
-	for i, opt := range opts {
-		if opt == nil {
-			return nil, fmt.Errorf("dedup: new: option %d is nil: %w", i, store.ErrInvalid)
-		}
-		if err := opt(&o); err != nil {
-			return nil, fmt.Errorf("dedup: new: %w", invalid(err))
-		}
+	if err := invalid.Apply(&o, opts); err != nil {
+		return nil, fmt.Errorf("dedup: new: %w", err)
 	}
 	d := &Deduper{e: e, scope: o.scope}
 	if _, err := d.Key("x"); err != nil {
-		return nil, fmt.Errorf("dedup: new: WithScope(%q): %w", o.scope, invalid(err))
+		return nil, fmt.Errorf("dedup: new: WithScope(%q): %w: %w", o.scope, store.ErrInvalid, err)
 	}
 	d.run = []idem.RunOption{idem.WithSameRequest(sameDelivery)}
 	d.tx = append(d.run[:1:1], idem.InTx())
 	return d, nil
 }
-
-// invalid marks an error as store.ErrInvalid without repeating the store's
-// text.
-func invalid(err error) error { return invalidError{err} }
-
-type invalidError struct{ err error }
-
-func (e invalidError) Error() string        { return e.err.Error() }
-func (e invalidError) Unwrap() error        { return e.err }
-func (e invalidError) Is(target error) bool { return target == store.ErrInvalid }
 
 // sameDelivery: a record written without a payload fingerprint cannot be
 // compared with one written with it; both are dedup's, so the id decides.
@@ -215,7 +201,7 @@ func (d *Deduper) check(ctx context.Context, op, id string, fn func(ctx context.
 	}
 	key, err := d.Key(id)
 	if err != nil {
-		return "", fmt.Errorf("dedup: %s: id: %w", op, invalid(err))
+		return "", fmt.Errorf("dedup: %s: id: %w: %w", op, store.ErrInvalid, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("dedup: %s %q: %w", op, d.show(id), err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/internal/invalid"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -45,13 +46,8 @@ func New(e *idem.Engine, opts ...Option) (func(http.Handler) http.Handler, error
 		return nil, fmt.Errorf("httpidem: new: nil engine (build one with idem.New): %w", store.ErrInvalid)
 	}
 	m := &middleware{options: defaults(), e: e}
-	for i, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("httpidem: new: option %d is nil: %w", i, store.ErrInvalid)
-		}
-		if err := o(&m.options); err != nil {
-			return nil, fmt.Errorf("httpidem: new: %w", invalid(err))
-		}
+	if err := invalid.Apply(&m.options, opts); err != nil {
+		return nil, fmt.Errorf("httpidem: new: %w", err)
 	}
 	switch m.options.tx {
 	case txAlways:
@@ -84,16 +80,6 @@ func New(e *idem.Engine, opts ...Option) (func(http.Handler) http.Handler, error
 		})
 	}, nil
 }
-
-// invalid marks an option's error as store.ErrInvalid without repeating
-// the store's text.
-func invalid(err error) error { return invalidError{err} }
-
-type invalidError struct{ err error }
-
-func (e invalidError) Error() string        { return e.err.Error() }
-func (e invalidError) Unwrap() error        { return e.err }
-func (e invalidError) Is(target error) bool { return target == store.ErrInvalid }
 
 type requestKey struct{}
 

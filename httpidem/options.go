@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/idemkit/idemkit/idem"
@@ -64,13 +63,11 @@ func WithMethods(methods ...string) Option {
 		if len(methods) == 0 {
 			return errors.New("WithMethods(): name at least one method, such as http.MethodPost")
 		}
-		o.methods = make(map[string]bool, len(methods))
-		for _, m := range methods {
-			if !isToken(m) {
-				return fmt.Errorf("WithMethods(%q): a method is an HTTP token (letters, digits and !#$%%&'*+-.^_`|~), such as \"POST\"", m)
-			}
-			o.methods[strings.ToUpper(m)] = true
+		set, err := keyer.CanonicalMethods("WithMethods", methods...)
+		if err != nil {
+			return err
 		}
+		o.methods = set
 		return nil
 	}
 }
@@ -179,30 +176,11 @@ func WithoutReplayHeaders(names ...string) Option {
 
 func checkHeaderNames(opt string, names []string) error {
 	for _, n := range names {
-		if !isToken(n) {
-			return fmt.Errorf("%s(%q): a header name is an HTTP token (letters, digits and !#$%%&'*+-.^_`|~), such as \"Location\"", opt, n)
+		if _, err := keyer.CanonicalHeader(n); err != nil {
+			return fmt.Errorf("%s(%q): %w", opt, n, err)
 		}
 	}
 	return nil
-}
-
-// isToken reports whether s is an HTTP token (RFC 9110, section 5.6.2).
-//
-// TODO(merge): use keyer's token validator when it lands.
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // WithFailOpen makes the middleware run the handler without idempotency when

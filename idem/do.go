@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/internal/invalid"
 
 	"github.com/idemkit/idemkit/keyer"
 	"github.com/idemkit/idemkit/store"
@@ -127,17 +128,12 @@ func Do[T any](ctx context.Context, e *Engine, key string, fn func(ctx context.C
 		return zero, fmt.Errorf("idem: do: nil engine or fn: %w", store.ErrInvalid)
 	}
 	o := doOptions{codec: JSON{}, maxResult: DefaultMaxResponse}
-	for i, opt := range opts {
-		if opt == nil {
-			return zero, fmt.Errorf("idem: do: option %d is nil: %w", i, store.ErrInvalid)
-		}
-		if err := opt(&o); err != nil {
-			return zero, fmt.Errorf("idem: do: %w", invalid(err))
-		}
+	if err := invalid.Apply(&o, opts); err != nil {
+		return zero, fmt.Errorf("idem: do: %w", err)
 	}
 	skey, err := DoKey(key, o.scope...)
 	if err != nil {
-		return zero, fmt.Errorf("idem: do: %w", invalid(err))
+		return zero, fmt.Errorf("idem: do: %w: %w", store.ErrInvalid, err)
 	}
 	var (
 		v      T

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/internal/invalid"
 	"log/slog"
 	"time"
 
@@ -54,13 +55,8 @@ func New(s store.Store, opts ...Option) (*Engine, error) {
 		return nil, fmt.Errorf("idem: new: %w", err)
 	}
 	e := &Engine{s: s, opts: defaults()}
-	for i, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("idem: new: option %d is nil: %w", i, store.ErrInvalid)
-		}
-		if err := o(&e.opts); err != nil {
-			return nil, fmt.Errorf("idem: new: %w", invalid(err))
-		}
+	if err := invalid.Apply(&e.opts, opts); err != nil {
+		return nil, fmt.Errorf("idem: new: %w", err)
 	}
 	e.tx, _ = s.(store.Transactor)
 	e.tracer = MultiTracer(e.opts.tracers)
@@ -71,16 +67,6 @@ func New(s store.Store, opts ...Option) (*Engine, error) {
 	}
 	return e, nil
 }
-
-// invalid marks an option's error as store.ErrInvalid without repeating
-// the store's text.
-func invalid(err error) error { return invalidError{err} }
-
-type invalidError struct{ err error }
-
-func (e invalidError) Error() string        { return e.err.Error() }
-func (e invalidError) Unwrap() error        { return e.err }
-func (e invalidError) Is(target error) bool { return target == store.ErrInvalid }
 
 // Lease returns the engine's lease.
 func (e *Engine) Lease() time.Duration { return e.opts.lease }
@@ -249,13 +235,8 @@ func (e *Engine) Run(ctx context.Context, key, fingerprint string, work Work, op
 		return Result{}, fmt.Errorf("idem: run: %w", err)
 	}
 	r := &run{key: key, fp: fingerprint, caller: ctx}
-	for i, o := range opts {
-		if o == nil {
-			return Result{}, fmt.Errorf("idem: run: option %d is nil: %w", i, store.ErrInvalid)
-		}
-		if err := o(&r.opts); err != nil {
-			return Result{}, fmt.Errorf("idem: run: %w", invalid(err))
-		}
+	if err := invalid.Apply(&r.opts, opts); err != nil {
+		return Result{}, fmt.Errorf("idem: run: %w", err)
 	}
 	if r.opts.txIfSupported && e.tx != nil {
 		r.opts.tx = true

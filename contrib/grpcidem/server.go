@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/internal/invalid"
 	"log/slog"
 	"strings"
 	"sync"
@@ -222,27 +223,14 @@ func UnaryServerInterceptor(e *idem.Engine, opts ...ServerOption) (grpc.UnarySer
 		return nil, fmt.Errorf("grpcidem: new server interceptor: nil engine (build one with idem.New): %w", ErrInvalid)
 	}
 	s := &server{e: e, policy: func(string) Policy { return Required }, keep: DefaultKeep, logger: e.Logger(), now: time.Now, retryDelay: DefaultRetryDelay, maxResponse: idem.DefaultMaxResponse}
-	for i, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("grpcidem: new server interceptor: option %d is nil: %w", i, ErrInvalid)
-		}
-		if err := o(s); err != nil {
-			return nil, fmt.Errorf("grpcidem: new server interceptor: %w", invalidError{err})
-		}
+	if err := invalid.Apply(s, opts); err != nil {
+		return nil, fmt.Errorf("grpcidem: new server interceptor: %w", err)
 	}
 	if s.tx {
 		s.run = []idem.RunOption{idem.InTx()}
 	}
 	return s.intercept, nil
 }
-
-// invalidError marks an option's error as ErrInvalid without repeating
-// the store's text.
-type invalidError struct{ err error }
-
-func (e invalidError) Error() string        { return e.err.Error() }
-func (e invalidError) Unwrap() error        { return e.err }
-func (e invalidError) Is(target error) bool { return target == ErrInvalid }
 
 // fingerprint identifies a call: its full method and the deterministic
 // encoding of its request.

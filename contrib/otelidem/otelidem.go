@@ -3,6 +3,7 @@ package otelidem
 import (
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/internal/invalid"
 	"reflect"
 	"strings"
 	"sync"
@@ -152,13 +153,8 @@ type Telemetry struct {
 // an instrument cannot be made.
 func New(opts ...Option) (*Telemetry, error) {
 	c := config{backend: "unknown"}
-	for i, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("otelidem: new: option %d is nil: %w", i, store.ErrInvalid)
-		}
-		if err := o(&c); err != nil {
-			return nil, fmt.Errorf("otelidem: new: %w", invalidError{err})
-		}
+	if err := invalid.Apply(&c, opts); err != nil {
+		return nil, fmt.Errorf("otelidem: new: %w", err)
 	}
 	if c.mp == nil {
 		c.mp = otel.GetMeterProvider()
@@ -221,14 +217,6 @@ func New(opts ...Option) (*Telemetry, error) {
 	}
 	return t, nil
 }
-
-// invalidError marks an option's error as store.ErrInvalid without
-// repeating the store's text.
-type invalidError struct{ err error }
-
-func (e invalidError) Error() string        { return e.err.Error() }
-func (e invalidError) Unwrap() error        { return e.err }
-func (e invalidError) Is(target error) bool { return target == store.ErrInvalid }
 
 // Outcomes in the idem.outcome attribute.
 const (
