@@ -10,9 +10,13 @@
 // them in a store.Store (memory, SQLite, PostgreSQL, Redis):
 //
 //	e, err := idem.New(st) // lease, wait, retention, logger, tracer: once
-//	...
+//	if err != nil {
+//		return err
+//	}
 //	d, err := dedup.New(e, dedup.WithScope("stripe"))
-//	...
+//	if err != nil {
+//		return err
+//	}
 //	out, err := d.ProcessWith(ctx, event.ID, dedup.Fingerprint(event.Payload), func(ctx context.Context) error {
 //		return applyEvent(ctx, event)
 //	})

@@ -4,9 +4,13 @@
 // again.
 //
 //	e, err := idem.New(st) // lease, wait, retention, logger, tracer: set once
-//	if err != nil { ... }
-//	mw, err := httpidem.New(e, httpidem.WithScope(userID))
-//	if err != nil { ... }
+//	if err != nil {
+//		return err
+//	}
+//	mw, err := httpidem.New(e, httpidem.WithScope(userOf)) // userOf(r) ([]string, error): the tenant, the user
+//	if err != nil {
+//		return err
+//	}
 //	http.Handle("POST /payments", mw(createPayment))
 //
 // New takes the configured *idem.Engine and returns a

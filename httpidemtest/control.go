@@ -17,8 +17,9 @@ import (
 //			http.Error(w, "failing on purpose", status)
 //			return
 //		}
-//		... take effect, answer ...
+//		w.WriteHeader(http.StatusCreated) // take effect, answer
 //	}
+//	_ = handler
 type Control struct {
 	mu      sync.Mutex
 	held    chan struct{} // closed on release; nil when not held

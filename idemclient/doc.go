@@ -5,7 +5,7 @@
 // operation once however many times the network makes the client try.
 //
 //	client, err := idemclient.NewClient() // an error only for an invalid option
-//	resp, err := client.Post(url, "application/json", strings.NewReader(`{"amount":1990}`))
+//	resp, err := client.Post("http://127.0.0.1:3000/payments", "application/json", strings.NewReader(`{"amount":1990}`))
 //	if err == nil && idemclient.Replayed(resp) { /* the first attempt's answer */ }
 //
 // # What it sends

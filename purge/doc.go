@@ -8,7 +8,9 @@
 // SQL stores the job is what keeps the table, and the database file, from
 // growing with every key ever seen; see Job for what reaches the disk.
 //
-//	go purge.Run(ctx, st, purge.WithInterval(10*time.Minute), purge.WithLogger(logger))
+//	if p, ok := st.(store.Purger); ok { // SQL and memory stores; Redis expires records itself
+//		go purge.Run(ctx, p, purge.WithInterval(10*time.Minute), purge.WithLogger(logger))
+//	}
 //
 // purge imports the standard library and package store only.
 package purge

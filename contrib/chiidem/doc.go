@@ -11,7 +11,7 @@
 //		return err
 //	}
 //	r := chi.NewRouter()
-//	r.With(mw).Post("/accounts/{id}/payments", createPayment)
+//	r.With(mw).Post("/accounts/{id}/payments", createPayment.ServeHTTP)
 //
 // and chi's URL parameters (chi.URLParam) keep working inside, in both
 // modes: the middleware's request carries chi's route context. Put the

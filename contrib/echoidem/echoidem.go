@@ -11,7 +11,7 @@
 //		return err
 //	}
 //	e := echo.New()
-//	e.POST("/payments", createPayment, echoidem.Middleware(mw))
+//	e.POST("/payments", echo.WrapHandler(createPayment), echoidem.Middleware(mw))
 //
 // Middleware takes the middleware already built by httpidem, so every
 // httpidem option applies unchanged. The handler writes through the

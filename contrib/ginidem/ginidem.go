@@ -11,7 +11,7 @@
 //		return err
 //	}
 //	r := gin.New()
-//	r.POST("/payments", ginidem.Middleware(mw), createPayment)
+//	r.POST("/payments", ginidem.Middleware(mw), gin.WrapH(createPayment))
 //
 // Middleware takes the middleware already built by httpidem, so every
 // httpidem option applies unchanged. The handlers after it write through the

@@ -5,13 +5,28 @@
 // own retries.
 //
 //	e, err := idem.New(st, idem.WithWait(5*time.Second))
-//	si, err := grpcidem.UnaryServerInterceptor(e, grpcidem.WithScope(callerOf))
-//	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(auth, si))
+//	if err != nil {
+//		return err
+//	}
+//	si, err := grpcidem.UnaryServerInterceptor(e, grpcidem.WithScope(callerOf)) // callerOf(ctx): who is calling
+//	if err != nil {
+//		return err
+//	}
+//	srv := grpc.NewServer(grpc.ChainUnaryInterceptor( /* your authentication first, */ si))
+//
+// and on the client's connection:
 //
 //	ci, err := grpcidem.UnaryClientInterceptor()
-//	conn, err := grpc.NewClient(addr, grpc.WithUnaryInterceptor(ci), ...)
+//	if err != nil {
+//		return err
+//	}
+//	conn, err := grpc.NewClient(addr, grpc.WithUnaryInterceptor(ci),
+//		grpc.WithTransportCredentials(insecure.NewCredentials()))
+//	if err != nil {
+//		return err
+//	}
 //	var replayed bool
-//	resp, err := client.Pay(ctx, req, grpcidem.Replayed(&replayed))
+//	err = conn.Invoke(ctx, "/payments.Payments/Pay", req, resp, grpcidem.Replayed(&replayed))
 //
 // # The server side
 //

@@ -10,7 +10,9 @@
 //
 //	tel, err := otelidem.New(otelidem.WithBackend("postgres"))
 //	eng, err := idem.New(st, idem.WithTracer(tel))
-//	go purge.Run(ctx, st, purge.WithObserver(tel.PurgeObserver()))
+//	if p, ok := st.(store.Purger); ok {
+//		go purge.Run(ctx, p, purge.WithObserver(tel.PurgeObserver()))
+//	}
 //
 // Metrics go to the global MeterProvider unless WithMeterProvider says
 // otherwise, spans to the global TracerProvider (WithTracerProvider); read

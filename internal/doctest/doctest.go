@@ -239,6 +239,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -264,6 +265,15 @@ var (
 	pool                    *pgxpool.Pool
 	client                  goredis.UniversalClient
 	createPayment           http.Handler
+	router                  http.Handler
+	amount                  int64
+	redisStore, postgresStore store.Store
+	tenantOf                func(key string) string
+	countPayments           func(ctx context.Context) (int, error)
+	newStore                func(t *testing.T) store.Store
+	callerOf                func(ctx context.Context) ([]string, error)
+	addr                    string
+	req, resp               any
 	userOf                  func(*http.Request) ([]string, error)
 	charge                  func(ctx context.Context, key string) ([]byte, error)
 	event                   struct{ ID string; Payload []byte }

@@ -3,14 +3,24 @@
 // never download the SDK.
 //
 //	import (
+//		"context"
+//
+//		"github.com/aws/aws-sdk-go-v2/config"
 //		"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 //		ddbstore "github.com/idemkit/idemkit/store/dynamodb"
 //	)
 //
-//	client := dynamodb.NewFromConfig(cfg) // cfg from config.LoadDefaultConfig
-//	s, err := ddbstore.New(client, "idempotency_keys")
-//	...
-//	err = s.Migrate(ctx) // or create the table in your infrastructure code
+//	func openStore(ctx context.Context) (*ddbstore.Store, error) {
+//		cfg, err := config.LoadDefaultConfig(ctx)
+//		if err != nil {
+//			return nil, err
+//		}
+//		s, err := ddbstore.New(dynamodb.NewFromConfig(cfg), "idempotency_keys")
+//		if err != nil {
+//			return nil, err
+//		}
+//		return s, s.Migrate(ctx) // or create the table in your infrastructure code
+//	}
 //
 // or, from a URL (see Scheme):
 //

@@ -12,11 +12,17 @@
 // TxFrom gives the caller that *sql.Tx.
 //
 //	db, err := sql.Open("mysql", "app@tcp(127.0.0.1:3306)/app")
-//	if err != nil { ... }
+//	if err != nil {
+//		return err
+//	}
 //	s, err := mysql.New(db)
-//	if err != nil { ... }
-//	if err := s.Migrate(ctx); err != nil { ... }
+//	if err != nil {
+//		return err
+//	}
 //	defer s.Close() // its prepared statements; db stays open
+//	if err := s.Migrate(ctx); err != nil {
+//		return err
+//	}
 //
 // # Schema
 //

@@ -7,10 +7,24 @@
 // nats.go and its jetstream package, so the core module never downloads
 // them.
 //
-//	nc, err := nats.Connect("nats://127.0.0.1:4222")
-//	s, err := idemnats.New(nc, "idempotency", idemnats.WithReplicas(3))
-//	err = s.Migrate(ctx) // creates the bucket if it does not exist
-//	c, err := s.Claim(ctx, key, fingerprint, store.NewToken(), 30*time.Second)
+//	import (
+//		"context"
+//
+//		"github.com/nats-io/nats.go"
+//		idemnats "github.com/idemkit/idemkit/store/nats"
+//	)
+//
+//	func openStore(ctx context.Context) (*idemnats.Store, error) {
+//		nc, err := nats.Connect("nats://127.0.0.1:4222")
+//		if err != nil {
+//			return nil, err
+//		}
+//		s, err := idemnats.New(nc, "idempotency", idemnats.WithReplicas(3))
+//		if err != nil {
+//			return nil, err
+//		}
+//		return s, s.Migrate(ctx) // creates the bucket if it does not exist
+//	}
 //
 // or, with the URL registered for store.Open:
 //

@@ -9,9 +9,13 @@
 // SQL for those who run their own migrations.
 //
 //	s, err := sqlite.Open("idemkit.db")
-//	if err != nil { ... }
+//	if err != nil {
+//		return err
+//	}
 //	defer s.Close()
-//	if err := s.Migrate(ctx); err != nil { ... }
+//	if err := s.Migrate(ctx); err != nil {
+//		return err
+//	}
 //
 // # How it stores a key
 //
