@@ -29,6 +29,7 @@ var (
 		"locking_mode":       {words: map[string]string{"normal": "normal", "exclusive": "exclusive"}},
 		"temp_store":         {words: map[string]string{"default": "0", "file": "1", "memory": "2", "0": "0", "1": "1", "2": "2"}},
 		"secure_delete":      {words: map[string]string{"on": "1", "off": "0", "fast": "2", "true": "1", "false": "0", "1": "1", "0": "0", "2": "2"}},
+		"auto_vacuum":        {words: map[string]string{"none": "0", "full": "1", "incremental": "2", "0": "0", "1": "1", "2": "2"}},
 		"foreign_keys":       {words: onOff},
 		"recursive_triggers": {words: onOff},
 		"cell_size_check":    {words: onOff},
