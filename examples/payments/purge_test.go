@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
@@ -78,7 +79,13 @@ func TestDemoPurgesExpiredKeys(t *testing.T) {
 			for deleted := int64(0); deleted == 0; {
 				select {
 				case r := <-runs:
-					require.NoError(t, r.Err)
+					// A run that reaches its timeout (the 50 ms interval, on a
+					// loaded machine) stops between batches and the next one
+					// goes on where it stopped, as purge documents; any other
+					// error fails.
+					if !errors.Is(r.Err, context.DeadlineExceeded) {
+						require.NoError(t, r.Err)
+					}
 					deleted += r.Deleted
 				case <-deadline:
 					t.Fatal("the cleanup job deleted nothing in 20s")
