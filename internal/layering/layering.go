@@ -8,6 +8,7 @@
 //	keyer                      the standard library only
 //	storetest                  store and the standard library
 //	store/<backend>            store, internal/coalesce, its own driver, the standard library; never another backend
+//	                           (store/spanner, a nested module: its SDK, cloud.google.com/go/spanner, is its driver)
 //	internal/coalesce          the standard library only (support code for backends)
 //	idem (the engine)          store, keyer
 //	httpidem                   idem, store, keyer
@@ -49,6 +50,9 @@ var drivers = map[string][]string{
 	"store/postgres": {"github.com/jackc/pgx/v5"},
 	"store/redis":    {"github.com/redis/go-redis/v9"},
 	"store/mysql":    {"github.com/go-sql-driver/mysql"},
+	// Nested modules (go.work): a backend on a cloud SDK, whose go.mod
+	// alone requires it. spanner's SDK reports errors as gRPC codes.
+	"store/spanner": {"cloud.google.com/go/spanner", "google.golang.org/grpc/codes"},
 }
 
 // allowed lists, for each library package, the packages of the module it

@@ -70,6 +70,14 @@ func TestCheckFindsViolations(t *testing.T) {
 		{ImportPath: m("store/postgres"), Imports: []string{m("internal/coalesce")}}, // good: backend support
 		{ImportPath: m("httpidem"), Imports: []string{m("internal/coalesce")}},
 		{ImportPath: m("internal/coalesce"), Imports: []string{m("store")}},
+		// The nested Spanner module: its SDK (admin clients included) and
+		// the SDK's error codes are its driver; nothing else is.
+		{ImportPath: m("store/spanner"), Imports: []string{m("store"), "cloud.google.com/go/spanner", "cloud.google.com/go/spanner/admin/database/apiv1", "google.golang.org/grpc/codes"}, TestImports: []string{m("storetest"), m("internal/seedtest")}}, // good
+		{ImportPath: m("store/spanner"), Imports: []string{"google.golang.org/grpc"}},
+		{ImportPath: m("store/spanner"), Imports: []string{"cloud.google.com/go/spannerx"}},
+		{ImportPath: m("store/spanner"), Imports: []string{m("store/postgres")}},
+		{ImportPath: m("store/spanner"), XTestImports: []string{m("store/memory")}},
+		{ImportPath: m("store/postgres"), Imports: []string{"cloud.google.com/go/spanner"}},
 	}
 	got := Check(pkgs)
 	want := []string{
@@ -87,6 +95,11 @@ func TestCheckFindsViolations(t *testing.T) {
 		"store/redis imports " + m("store/sqlite"),
 		"store/redis imports github.com/jackc/pgx/v5",
 		"storetest imports " + m("internal/testenv"),
+		"store/spanner imports google.golang.org/grpc:",
+		"store/spanner imports cloud.google.com/go/spannerx:",
+		"store/spanner imports " + m("store/postgres"),
+		"store/spanner imports " + m("store/memory"),
+		"store/postgres imports cloud.google.com/go/spanner:",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("Check found %d violations, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
