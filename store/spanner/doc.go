@@ -73,9 +73,10 @@
 // semantics but not: latency (a commit there takes microseconds, against
 // milliseconds in a region and more across regions), aborts under
 // contention (it runs one read-write transaction per database at a time,
-// so the Store queues its transactions when SPANNER_EMULATOR_HOST is set,
-// and two processes' transactions abort each other more than Spanner's
-// locks would make them), TrueTime's uncertainty and commit wait,
+// so the Store queues its transactions when SPANNER_EMULATOR_HOST is set
+// and the wound-wait aborts that Spanner's locks cause under contention do
+// not happen there: the tests inject aborts instead), TrueTime's
+// uncertainty and commit wait,
 // multi-region placement, and the background work of the row deletion
 // policy.
 package spanner

@@ -67,7 +67,7 @@ func ExampleStore_InTx() {
 // Schema gives the DDL for your own migrations.
 func ExampleSchema() {
 	for _, stmt := range spannerstore.Schema("idempotency_keys") {
-		fmt.Println(stmt[:44])
+		fmt.Println(stmt[:45])
 	}
 	// Output:
 	// CREATE TABLE IF NOT EXISTS `idempotency_keys`
