@@ -12,6 +12,7 @@
 //	                           (store/nats, a nested module: store and nats.go, jetstream included)
 //	                           (store/dynamodb is a nested module; its driver is the AWS SDK for Go v2 with smithy-go)
 //	store/cache, store/seal    decorators (a Store that wraps any Store): store and the standard library; their tests may import backends
+//	                           (store/spanner, a nested module: its SDK, cloud.google.com/go/spanner, is its driver)
 //	internal/coalesce          the standard library only (support code for backends)
 //	internal/sqltx             the standard library, internal/invalid (transactions of store/sqlite and store/mysql)
 //	internal/retry             the standard library, internal/invalid (the retry loop of idemclient and contrib/grpcidem)
@@ -61,6 +62,8 @@ var drivers = map[string][]string{
 	// must not download.
 	"store/nats":     {"github.com/nats-io/nats.go"},
 	"store/dynamodb": {"github.com/aws/aws-sdk-go-v2", "github.com/aws/smithy-go"},
+	// spanner's SDK reports errors as gRPC codes.
+	"store/spanner": {"cloud.google.com/go/spanner", "google.golang.org/grpc/codes"},
 }
 
 // decorators lists the packages under store/ that wrap any store.Store

@@ -106,6 +106,14 @@ func TestCheckFindsViolations(t *testing.T) {
 		{ImportPath: m("store/cache"), Imports: []string{"github.com/redis/go-redis/v9"}},
 		{ImportPath: m("store/cache"), Imports: []string{m("internal/coalesce")}},
 		{ImportPath: m("store/memory"), XTestImports: []string{m("store/cache")}}, // good: a decorator is not a backend
+		// The nested Spanner module: its SDK (admin clients included) and
+		// the SDK's error codes are its driver; nothing else is.
+		{ImportPath: m("store/spanner"), Imports: []string{m("store"), "cloud.google.com/go/spanner", "cloud.google.com/go/spanner/admin/database/apiv1", "google.golang.org/grpc/codes"}, TestImports: []string{m("storetest"), m("internal/seedtest")}}, // good
+		{ImportPath: m("store/spanner"), Imports: []string{"google.golang.org/grpc"}},
+		{ImportPath: m("store/spanner"), Imports: []string{"cloud.google.com/go/spannerx"}},
+		{ImportPath: m("store/spanner"), Imports: []string{m("store/postgres")}},
+		{ImportPath: m("store/spanner"), XTestImports: []string{m("store/memory")}},
+		{ImportPath: m("store/postgres"), Imports: []string{"cloud.google.com/go/spanner"}},
 	}
 	got := Check(pkgs)
 	want := []string{
@@ -140,6 +148,11 @@ func TestCheckFindsViolations(t *testing.T) {
 		"store/seal imports " + m("store/redis") + ": store/seal may import only [store]",
 		"store/cache imports github.com/redis/go-redis/v9: a library package imports no third-party module",
 		"store/cache imports " + m("internal/coalesce") + ": a library package imports no internal package",
+		"store/spanner imports google.golang.org/grpc:",
+		"store/spanner imports cloud.google.com/go/spannerx:",
+		"store/spanner imports " + m("store/postgres"),
+		"store/spanner imports " + m("store/memory"),
+		"store/postgres imports cloud.google.com/go/spanner:",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("Check found %d violations, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))

@@ -46,5 +46,5 @@ func Example() {
 func Example_invalid() {
 	_, err := store.Open(context.Background(), "nats://127.0.0.1:4222/idempotency?replicas=7")
 	fmt.Println(err)
-	// Output: store: open nats://127.0.0.1:4222/idempotency?replicas=7: store: invalid argument: WithReplicas(7): the replica count must be 1 to 5
+	// Output: store: open nats://127.0.0.1:4222/idempotency?replicas=7: invalid argument: WithReplicas(7): the replica count must be 1 to 5
 }
