@@ -171,7 +171,7 @@ var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 // mdPath matches a repository path written in backquotes, such as
 // `store/postgres/doc.go` or `examples/payments`: a path with a slash or a
 // known file ending.
-var mdPath = regexp.MustCompile("`((?:[a-z0-9_.-]+/)+[a-zA-Z0-9_.-]+\\.(?:go|md|sh|txt|sql)|[A-Z]+\\.md)`")
+var mdPath = regexp.MustCompile("`((?:[a-z0-9_.-]+/)+[a-zA-Z0-9_.-]+\\.(?:go|md|sh|txt|sql)|[A-Z][A-Z_-]*\\.md)`")
 
 // TestMarkdownLinks checks that every relative link and every backquoted
 // file path of the repository's Markdown files names a file that exists.
