@@ -451,13 +451,16 @@ func TestRunWaitEndsWithContext(t *testing.T) {
 	e := newEngine(t, newMemory(t), idem.WithWait(time.Hour))
 	k := key(t)
 	release, done := holdKey(t, e, k)
-	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	// 250 ms: long enough for the claim itself to answer on a loaded
+	// machine (the deadline must end the wait, not the claim), far shorter
+	// than the hour the engine would wait.
+	ctx, cancel := context.WithTimeout(t.Context(), 250*time.Millisecond)
 	defer cancel()
 	start := time.Now()
 	res, err := e.Run(ctx, k, "", func(context.Context) idem.Verdict { t.Error("ran"); return idem.Keep(nil) })
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Equal(t, store.InProgress, res.Outcome)
-	assert.Less(t, time.Since(start), time.Second)
+	assert.Less(t, time.Since(start), 2*time.Second)
 	close(release)
 	<-done
 }
