@@ -88,10 +88,9 @@ func ParseState(s string) (State, error) {
 }
 
 // StateOf returns the State of a record of status st whose deadline
-// (ExpiresAt) is expires, at now: lapsed or expired from the instant
-// ExpiresAt is reached, as Classify decides.
-func StateOf(st Status, expires, now time.Time) State {
-	over := !expires.After(now)
+// (ExpiresAt) is over or not: over from the instant the store's clock
+// reaches ExpiresAt, as Classify decides.
+func StateOf(st Status, over bool) State {
 	switch {
 	case st == StatusCompleted && over:
 		return StateExpired
@@ -225,7 +224,7 @@ type Entry struct {
 func NewEntry(r Record, now time.Time) Entry {
 	e := Entry{
 		Key:             r.Key,
-		State:           StateOf(r.Status, r.ExpiresAt, now),
+		State:           StateOf(r.Status, !r.ExpiresAt.After(now)),
 		TokenHash:       HashToken(r.Token),
 		FingerprintSize: len(r.Fingerprint),
 		ResponseSize:    len(r.Response),
@@ -251,6 +250,17 @@ type Page struct {
 	Entries []Entry
 	// Next is the cursor of the next page, empty when this is the last.
 	Next string
+}
+
+// PageOf returns the page of a backend that read up to limit+1 entries in
+// List's order: the first limit, and the cursor after the last of them
+// when there were more.
+func PageOf(entries []Entry, limit int) Page {
+	if len(entries) <= limit {
+		return Page{Entries: entries}
+	}
+	entries = entries[:limit]
+	return Page{Entries: entries, Next: PositionOf(entries[limit-1]).Cursor()}
 }
 
 // Counts is what Inspector.Count reports.
@@ -324,13 +334,7 @@ func (p *PageScan) Page() Page {
 	for i := len(out) - 1; i >= 0; i-- {
 		out[i] = heap.Pop(&p.h).(Entry)
 	}
-	var pg Page
-	if len(out) > p.limit {
-		out = out[:p.limit]
-		pg.Next = PositionOf(out[len(out)-1]).Cursor()
-	}
-	pg.Entries = out
-	return pg
+	return PageOf(out, p.limit)
 }
 
 // entryHeap is a max-heap in List's order: its root is the last entry kept.

@@ -48,7 +48,7 @@ func (s *Store) Lookup(ctx context.Context, key string) (store.Entry, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Entry{}, fmt.Errorf("memory: lookup: %w", err)
 	}
-	now := time.Unix(0, s.clock())
+	now := s.clock()
 	sh := s.shard(h)
 	sh.mu.Lock()
 	e, found := sh.m[key]
@@ -76,7 +76,7 @@ func (s *Store) eachEntry(ctx context.Context, f func(store.Entry)) error {
 		}
 		sh := &s.shards[i]
 		buf = buf[:0]
-		now := time.Unix(0, s.clock())
+		now := s.clock()
 		sh.mu.Lock()
 		for k, e := range sh.m {
 			buf = append(buf, kv{k, e})
@@ -90,10 +90,10 @@ func (s *Store) eachEntry(ctx context.Context, f func(store.Entry)) error {
 }
 
 // entry returns what an Inspector shows of e, at now.
-func (e *entry) entry(key string, now time.Time) store.Entry {
+func (e *entry) entry(key string, now int64) store.Entry {
 	x := store.Entry{
 		Key:             key,
-		State:           store.StateOf(e.status, time.Unix(0, e.expiresAt), now),
+		State:           store.StateOf(e.status, e.expiresAt <= now),
 		TokenHash:       store.HashToken(e.token),
 		FingerprintSize: len(e.fingerprint),
 		ResponseSize:    len(e.response),
