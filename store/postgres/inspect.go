@@ -70,7 +70,8 @@ func (s *Store) listQuery(o store.ListOptions, after store.Position, limit int) 
 	if len(where) > 0 {
 		q += ` WHERE ` + strings.Join(where, " AND ")
 	}
-	return q + ` ORDER BY expires_at, key LIMIT ` + arg(limit+1), args
+	q += ` ORDER BY expires_at, key LIMIT ` + arg(limit+1)
+	return q, args // after arg has appended the limit
 }
 
 // Count implements store.Inspector with one aggregate over the table (a
