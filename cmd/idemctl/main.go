@@ -453,16 +453,27 @@ func (c *cli) release(ctx context.Context, name string, args []string) int {
 	// In progress: release with the holder's own token, read from the
 	// store, then look again.
 	r, err := c.s.Get(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		a.Outcome, a.Detail = "already_free", "the lease ended or the key was released meanwhile"
+		return c.writeAudit(a, *auditFile, exitOK)
+	}
 	if err != nil {
 		return c.fail(err)
 	}
-	if r.Status != store.StatusInProgress {
-		a.Outcome, a.Detail = "refused", "the key was completed meanwhile"
+	switch {
+	case r.Status != store.StatusInProgress:
+		a.Detail = "the key was completed meanwhile"
+	case store.HashToken(r.Token) != e.TokenHash:
+		// The lease lapsed and another holder, alive, took the key over
+		// between the two reads: never release a holder not looked at.
+		a.Detail = "the key changed hands meanwhile (now held by token " + store.HashToken(r.Token) + "); look again"
+	}
+	if a.Detail != "" {
+		a.Outcome = "refused"
 		c.writeAudit(a, *auditFile, exitFailed)
 		fmt.Fprintf(c.stderr, "idemctl: release: refused: %s\n", a.Detail)
 		return exitFailed
 	}
-	a.TokenHash = store.HashToken(r.Token)
 	if err := c.s.Release(ctx, key, r.Token); err != nil {
 		a.Outcome, a.Detail = "error", err.Error()
 		c.writeAudit(a, *auditFile, exitFailed)

@@ -379,3 +379,46 @@ func TestHashSecretFile(t *testing.T) {
 		t.Errorf("hashed keys differ between runs or are not hashed: %q, %q", first, second)
 	}
 }
+
+// takeoverBetween is a memory store whose first Lookup is followed at once
+// by a lapse of the lease and a takeover by another holder: what release
+// must see between its look and its Release.
+type takeoverBetween struct {
+	nopClose
+	clock *storetest.ManualClock
+	next  store.Token
+	done  bool
+}
+
+func (s *takeoverBetween) Lookup(ctx context.Context, key string) (store.Entry, error) {
+	e, err := s.nopClose.Lookup(ctx, key)
+	if !s.done {
+		s.done = true
+		s.clock.Advance(2 * time.Minute)
+		if _, err := s.Claim(ctx, key, "fp", s.next, time.Hour); err != nil {
+			return e, err
+		}
+	}
+	return e, err
+}
+
+// TestReleaseNeverFreesANewHolder: when the key changes hands between the
+// look and the Release, release refuses, and the new holder keeps the key.
+func TestReleaseNeverFreesANewHolder(t *testing.T) {
+	clock := storetest.NewManualClock(time.Now())
+	m, err := memory.New(memory.WithClock(clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	mustClaim(t, m, "k", store.NewToken(), time.Minute)
+	s := &takeoverBetween{nopClose: nopClose{m}, clock: clock, next: store.NewToken()}
+	b := backend{url: "memory://", open: func(context.Context, string) (store.Store, error) { return s, nil }}
+	code, _, errOut := ctl(t, b, "-raw", "release", "k", "--reason", "stuck")
+	if code != 1 || !strings.Contains(errOut, "changed hands") || !strings.Contains(errOut, `"outcome":"refused"`) {
+		t.Errorf("release across a takeover = %d %q; want 1, refused, changed hands", code, errOut)
+	}
+	if r, err := m.Get(t.Context(), "k"); err != nil || r.Token != s.next || r.Status != store.StatusInProgress {
+		t.Errorf("the new holder lost the key: %+v, %v", r, err)
+	}
+}
