@@ -102,6 +102,23 @@ func StateOf(st Status, over bool) State {
 	return StateInProgress
 }
 
+// Split returns the Status of the records in state s and whether their
+// deadline is over (StateOf backwards), for a backend that filters on
+// both; ok is false for the zero State and unknown values.
+func (s State) Split() (st Status, over, ok bool) {
+	switch s {
+	case StateInProgress:
+		return StatusInProgress, false, true
+	case StateLapsed:
+		return StatusInProgress, true, true
+	case StateCompleted:
+		return StatusCompleted, false, true
+	case StateExpired:
+		return StatusCompleted, true, true
+	}
+	return 0, false, false
+}
+
 // Free reports whether a record in state s leaves its key free: the next
 // Claim of the key acquires it (lapsed and expired records).
 func (s State) Free() bool { return s == StateLapsed || s == StateExpired }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,15 +56,12 @@ func (s *Store) List(ctx context.Context, o store.ListOptions) (store.Page, erro
 func (s *Store) listQuery(o store.ListOptions, after store.Position, limit int) (string, []any) {
 	var where []string
 	var args []any
-	switch o.State {
-	case store.StateInProgress:
-		where = append(where, "status = 1", "expires_at > UTC_TIMESTAMP(6)")
-	case store.StateLapsed:
-		where = append(where, "status = 1", "expires_at <= UTC_TIMESTAMP(6)")
-	case store.StateCompleted:
-		where = append(where, "status = 2", "expires_at > UTC_TIMESTAMP(6)")
-	case store.StateExpired:
-		where = append(where, "status = 2", "expires_at <= UTC_TIMESTAMP(6)")
+	if st, over, ok := o.State.Split(); ok {
+		cmp := " > "
+		if over {
+			cmp = " <= "
+		}
+		where = append(where, "status = "+strconv.Itoa(int(st)), "expires_at"+cmp+"UTC_TIMESTAMP(6)")
 	}
 	if !after.ExpiresAt.IsZero() {
 		at := after.ExpiresAt.UnixMicro()

@@ -46,15 +46,12 @@ func (s *Store) listQuery(o store.ListOptions, after store.Position, limit int) 
 	var where []string
 	var args []any
 	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
-	switch o.State {
-	case store.StateInProgress:
-		where = append(where, "status = 1", "expires_at > (SELECT clock_timestamp())")
-	case store.StateLapsed:
-		where = append(where, "status = 1", "expires_at <= (SELECT clock_timestamp())")
-	case store.StateCompleted:
-		where = append(where, "status = 2", "expires_at > (SELECT clock_timestamp())")
-	case store.StateExpired:
-		where = append(where, "status = 2", "expires_at <= (SELECT clock_timestamp())")
+	if st, over, ok := o.State.Split(); ok {
+		cmp := " > "
+		if over {
+			cmp = " <= "
+		}
+		where = append(where, "status = "+strconv.Itoa(int(st)), "expires_at"+cmp+"(SELECT clock_timestamp())")
 	}
 	if !after.ExpiresAt.IsZero() {
 		at := arg(after.ExpiresAt)
