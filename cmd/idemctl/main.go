@@ -273,7 +273,7 @@ func (c *cli) list(ctx context.Context, name string, args []string) int {
 	enc := json.NewEncoder(c.stdout)
 	if !*asJSON {
 		tw = tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "KEY\tSTATE\tDEADLINE\tAGE\tTOKEN\tRESPONSE")
+		fmt.Fprintln(tw, "KEY\tSTATE\tDEADLINE\tWHEN\tTOKEN\tRESPONSE")
 	}
 	now := c.now()
 	printed := 0
@@ -514,6 +514,9 @@ func (c *cli) writeAudit(a audit, file string, code int) int {
 		return c.fail(err)
 	}
 	line = append(line, '\n')
+	if a.Outcome == "absent" || a.Outcome == "already_free" {
+		fmt.Fprintf(c.stdout, "%s is already free: %s\n", a.Key, a.Detail)
+	}
 	if file == "" {
 		_, err = c.stderr.Write(line)
 	} else {

@@ -262,6 +262,11 @@ func TestEndToEnd(t *testing.T) {
 				t.Errorf("list --state lapsed = %q on a store that keeps no lapsed record", out)
 			}
 
+			// A lapsed key is free already: nothing to release, said so.
+			if code, out, errOut := ctl(t, b, "-raw", "release", "crashed", "--reason", "crash"); code != 0 || !strings.Contains(out, "already free") || !strings.Contains(errOut, `"outcome":`) {
+				t.Errorf("release of a lapsed key = %d %q %q; want 0, already free, an audit line", code, out, errOut)
+			}
+
 			// Redacted by default: the key is not printed as stored.
 			if _, out, _ := ctl(t, b, "list", "--state", "in_progress"); strings.Contains(out, "slow") || !strings.Contains(out, "hmac:") {
 				t.Errorf("list without -raw printed %q: want keys hashed", out)
