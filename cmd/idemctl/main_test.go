@@ -129,6 +129,12 @@ func backends(t *testing.T) map[string]func(t *testing.T) backend {
 			t.Cleanup(func() { forgetRedis(t, addr, prefix) })
 			return real(t, "redis://"+addr+"/0?prefix="+prefix)
 		},
+		"redis-cluster": func(t *testing.T) backend {
+			addrs := needEnv(t, "IDEMKIT_REDIS_CLUSTER_ADDRS")
+			prefix := unique("idemctl:") + ":"
+			t.Cleanup(func() { forgetCluster(t, strings.Split(addrs, ","), prefix) })
+			return real(t, "redis+cluster://"+addrs+"?prefix="+prefix)
+		},
 	}
 }
 
@@ -168,14 +174,28 @@ func dropMySQL(t *testing.T, dsn, table string) {
 func forgetRedis(t *testing.T, addr, prefix string) {
 	c := goredis.NewClient(&goredis.Options{Addr: addr})
 	defer c.Close()
-	ctx := context.Background()
+	if err := deleteUnder(context.Background(), c, prefix); err != nil {
+		t.Error(err)
+	}
+}
+
+func forgetCluster(t *testing.T, addrs []string, prefix string) {
+	c := goredis.NewClusterClient(&goredis.ClusterOptions{Addrs: addrs})
+	defer c.Close()
+	if err := c.ForEachMaster(context.Background(), func(ctx context.Context, n *goredis.Client) error {
+		return deleteUnder(ctx, n, prefix)
+	}); err != nil {
+		t.Error(err)
+	}
+}
+
+// deleteUnder deletes the keys of one server that start with prefix.
+func deleteUnder(ctx context.Context, c *goredis.Client, prefix string) error {
 	iter := c.Scan(ctx, 0, prefix+"*", 100).Iterator()
 	for iter.Next(ctx) {
 		c.Del(ctx, iter.Val())
 	}
-	if err := iter.Err(); err != nil {
-		t.Error(err)
-	}
+	return iter.Err()
 }
 
 // nopClose keeps idemctl's Close from closing the test's memory store.
