@@ -14,7 +14,8 @@ var _ store.Inspector = (*Store)(nil)
 // holding each shard's lock only while it copies out the few fields an
 // Entry needs of that shard's records, never two locks at once, and keeps
 // only the page being built (store.PageScan): a page costs a pass over
-// every record, in memory bounded by the page size. Lapsed and expired
+// every record, in memory bounded by the page size plus a copy of one
+// shard's record headers (1/256 of the store). Lapsed and expired
 // records are listed until the sweep, Purge or a write to their key
 // reclaims them.
 func (s *Store) List(ctx context.Context, o store.ListOptions) (store.Page, error) {
