@@ -54,7 +54,8 @@
 //
 // A backend may also implement Purger (delete records whose retention is
 // over), Transactor (run Claim, the caller's own writes and Complete in one
-// database transaction), Migrator (create its tables) and io.Closer. Callers
+// database transaction), Migrator (create its tables), Inspector (list and
+// count records by state, for operators: cmd/idemctl) and io.Closer. Callers
 // discover them with a type assertion; Migrate and Close do it for the two
 // that every program needs.
 //

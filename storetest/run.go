@@ -34,6 +34,7 @@ func groups() []group {
 		{"Strings", stringsCases},
 		{"Errors", errorCases},
 		{"Purger", purgerCases},
+		{"Inspector", inspectorCases},
 		{"Transactor", concat(transactorCases, transactorPromiseCases)},
 		{"Model", modelCases},
 	}
@@ -50,15 +51,20 @@ func concat(lists ...[]testCase) []testCase {
 // Run runs the conformance suite against the stores h makes. Each case is a
 // subtest named Group/Case (for example Claim/ConcurrentSameKey) with a
 // fresh store from h.New and a watchdog (see Harness.Timeout). Cases for the
-// optional interfaces store.Purger and store.Transactor skip themselves when
+// optional interfaces store.Purger, store.Inspector and store.Transactor skip themselves when
 // the store does not implement them.
 func Run(t *testing.T, h Harness) {
+	t.Helper()
+	runGroups(t, h, groups())
+}
+
+func runGroups(t *testing.T, h Harness, groups []group) {
 	t.Helper()
 	if h.New == nil {
 		t.Fatal("storetest: Harness.New is nil")
 	}
 	h = h.withDefaults()
-	for _, g := range groups() {
+	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
 			for _, c := range g.cases {
 				t.Run(c.name, func(t *testing.T) {
