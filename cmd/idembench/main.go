@@ -14,7 +14,7 @@
 //
 // Backends whose server is not configured (IDEMKIT_POSTGRES_URL,
 // IDEMKIT_REDIS_ADDR, IDEMKIT_MYSQL_DSN, IDEMKIT_DYNAMODB_ENDPOINT,
-// IDEMKIT_NATS_URL) skip their benchmarks and are
+// IDEMKIT_NATS_URL, SPANNER_EMULATOR_HOST) skip their benchmarks and are
 // reported as skipped. Run it from the module root.
 package main
 
@@ -49,6 +49,7 @@ var backends = []backend{
 	// Nested modules, reached through go.work.
 	{"dynamodb", "./store/dynamodb/", "^BenchmarkPaired$", "1000x"},
 	{"nats", "./store/nats/", "^BenchmarkPaired$", "2000x"},
+	{"spanner", "./store/spanner/", "^BenchmarkPaired$", "256x"},
 	// Decorators: "raw" is the same store without the decorator.
 	{"cache", "./store/cache/", "^BenchmarkPaired$", "20000x"},
 	{"seal", "./store/seal/", "^BenchmarkPaired$", "8000x"},
@@ -56,7 +57,7 @@ var backends = []backend{
 
 func main() {
 	var (
-		only      = flag.String("backends", "memory,sqlite,postgres,redis,mysql", "comma-separated backends to run (memory, sqlite, postgres, redis, mysql, dynamodb, nats, cache, seal)")
+		only      = flag.String("backends", "memory,sqlite,postgres,redis,mysql", "comma-separated backends to run (memory, sqlite, postgres, redis, mysql, dynamodb, nats, spanner, cache, seal)")
 		count     = flag.Int("count", 5, "rounds per benchmark (go test -count); the median of the per-round ratios is printed")
 		benchtime = flag.String("benchtime", "", "go test -benchtime for every backend (default: each backend's own)")
 		filter    = flag.String("run", "", "extra sub-benchmark pattern, appended to the backend's -bench pattern with /")
