@@ -134,14 +134,13 @@ func (r runner) claim(ctx context.Context, key, fingerprint string, token store.
 	for range maxClaimAttempts {
 		now := micros(r.s.now())
 		until := now + durMicros(lease)
-		args := []any{key, fingerprint, string(token), until, now}
 		var (
 			n     int64
 			wrote bool
 		)
 		if writeFirst {
 			writeFirst = false // a retry reads first
-			n, wrote, err = r.tryWrite(ctx, stmtClaim, args)
+			n, wrote, err = r.tryWrite(ctx, stmtClaim, []any{key, fingerprint, string(token), until, now})
 			if err != nil {
 				return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
 			}
@@ -156,7 +155,8 @@ func (r runner) claim(ctx context.Context, key, fingerprint string, token store.
 			case !errors.Is(err, store.ErrNotFound):
 				return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
 			}
-			if n, err = r.write(ctx, stmtClaim, args...); err != nil {
+			// Built here, not before the read: boxing them allocates.
+			if n, err = r.write(ctx, stmtClaim, key, fingerprint, string(token), until, now); err != nil {
 				return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
 			}
 		}
