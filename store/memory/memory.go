@@ -156,7 +156,12 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 	sh.mu.Lock()
 	e, ok := sh.m[key]
 	f := store.Finding{Outcome: store.Acquired, Write: true, Lapsed: true} // absent: as if never claimed
-	if ok {
+	switch {
+	case ok && e.expiresAt > now && e.fingerprint == fingerprint && e.status == store.StatusCompleted:
+		// A replay: store.Classify's third case (live, same fingerprint,
+		// completed), decided without building its record and times.
+		f = store.Finding{Outcome: store.Completed}
+	case ok:
 		f = store.Classify(store.Record{Fingerprint: e.fingerprint, Status: e.status, Token: e.token, ExpiresAt: time.Unix(0, e.expiresAt)},
 			fingerprint, token, time.Unix(0, now))
 	}

@@ -38,7 +38,9 @@
 // the token they expect, so the unique index and row locks alone decide who
 // holds a key, never a read followed by a write. Complete and Release are one
 // token-checked statement each. pgx's statement cache prepares each
-// statement once per connection.
+// statement once per connection. A response of 1 MiB or more is handed to
+// the wire protocol as it is (pgconn, an unnamed statement, around pgx's
+// query tracer), so storing it copies it once, into the message.
 //
 // # Coalescing
 //

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/idemkit/idemkit/store"
 )
@@ -67,6 +68,14 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 	if response == nil {
 		response = []byte{} // bytea '' rather than NULL: a completed record always has a response
 	}
+	if len(response) >= largeResponse {
+		// Never batched: one large response would hold up the batch, and
+		// a bytea[] argument is copied several times over.
+		tag, ok, err := completeWire(ctx, s.conn(ctx), s.sql.complete, key, string(token), response, interval(retention))
+		if ok {
+			return completeResult(tag, err)
+		}
+	}
 	if s.coalescing(ctx) {
 		// The same UPDATE, alone or in one statement with concurrent
 		// Completes' (see WithCoalescing).
@@ -81,7 +90,11 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 		}
 		// A batch did not match the row: the single-key statement decides.
 	}
-	tag, err := s.conn(ctx).Exec(ctx, s.sql.complete, key, string(token), response, interval(retention))
+	return completeResult(s.conn(ctx).Exec(ctx, s.sql.complete, key, string(token), response, interval(retention)))
+}
+
+// completeResult returns Complete's result from its statement's.
+func completeResult(tag pgconn.CommandTag, err error) error {
 	if err != nil {
 		return fmt.Errorf("postgres: complete: %w", err)
 	}

@@ -21,15 +21,18 @@
 //
 // One row per key in one table (default "idempotency_keys", see WithTable), keyed
 // by the key. Times are INTEGER unix microseconds read from the process
-// clock (injectable with WithClock), so comparisons are exact. Claim reads
-// the row first: a live record it would not change (a replay, a mismatch,
-// another token's claim) is reported from that read, without a write, so it
-// never waits for the writers. Otherwise (absent, lapsed, or the caller's
-// own claim to renew) it runs one INSERT … ON CONFLICT (key) DO UPDATE …
-// WHERE <claimable> statement: the unique key decides who acquires, never a
-// read followed by a write; when that statement changes nothing (taken
-// meanwhile) Claim reads the row again to report it. Complete is an UPDATE
-// guarded by key and token, Release a DELETE guarded the same way.
+// clock (injectable with WithClock), so comparisons are exact. The decision
+// to acquire is one INSERT … ON CONFLICT (key) DO UPDATE … WHERE <claimable>
+// statement: the unique key decides who acquires, never a read followed by a
+// write. A live record that statement would not change (a replay, a
+// mismatch, another token's claim) is reported from a SELECT. Claim runs the
+// two in the order its recent claims favour: while claims mostly acquire, it
+// writes first (a new key costs one statement) and reads only when the write
+// changed nothing; while they mostly find records, it reads first (a replay
+// costs one SELECT and no write). It writes first only when no other write of
+// the Store holds its write gate at that instant, so a claim that changes
+// nothing never waits for the Store's writers. Complete is an UPDATE guarded
+// by key and token, Release a DELETE guarded the same way.
 //
 // # Writes in one process
 //

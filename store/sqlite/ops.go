@@ -51,6 +51,9 @@ func (r runner) stmt(ctx context.Context, id stmtID) (*sql.Stmt, error) {
 // write runs a statement that writes and returns how many rows it changed:
 // through the Store's queue of writes (see batch.go), or in the transaction.
 func (r runner) write(ctx context.Context, id stmtID, args ...any) (int64, error) {
+	if r.s.onStmt != nil {
+		r.s.onStmt(id)
+	}
 	if r.tx == nil {
 		return r.s.submit(ctx, id, args)
 	}
@@ -70,6 +73,9 @@ func (r runner) write(ctx context.Context, id stmtID, args ...any) (int64, error
 // cap(s.reads) run at once, so a crowd of readers cannot grow the pool
 // without bound or keep the writer from a connection.
 func (r runner) record(ctx context.Context, id stmtID, key string, args ...any) (store.Record, error) {
+	if r.s.onStmt != nil {
+		r.s.onStmt(id)
+	}
 	if r.tx == nil {
 		select {
 		case r.s.reads <- struct{}{}:
@@ -85,43 +91,74 @@ func (r runner) record(ctx context.Context, id stmtID, key string, args ...any) 
 	return scanRecord(st.QueryRowContext(ctx, args...), key)
 }
 
-// Claim tries to take key for token; see store.Store. It reads the key
-// first and reports a live record it would not change (a replay costs one
-// SELECT and no write); otherwise the decision is one INSERT … ON CONFLICT
-// DO UPDATE … WHERE statement, and when that changes nothing the record is
-// read again to report it.
+// Claim tries to take key for token; see store.Store. A claim that would
+// change nothing (a replay, a mismatch, another token's claim) is answered
+// from one SELECT, without waiting for any writer; the decision to acquire is
+// one INSERT … ON CONFLICT DO UPDATE … WHERE statement, and when that changes
+// nothing the record is read again to report it. Which of the two runs first
+// follows the Store's recent claims (see runner.claim).
 func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.Token, lease time.Duration) (store.Claim, error) {
 	return s.runner(ctx).claim(ctx, key, fingerprint, token, lease)
 }
 
-func (r runner) claim(ctx context.Context, key, fingerprint string, token store.Token, lease time.Duration) (store.Claim, error) {
+// claimHintMax bounds Store.claimHint, so that a change of load turns the
+// order round after a few claims.
+const claimHintMax = 4
+
+// claim either reads first or writes first. Reading first, a live record the
+// claim statement would leave as it is is reported without a write, so it
+// never waits for the write gate or the write lock; an absent or lapsed key,
+// or the caller's own claim to renew, costs a SELECT and the write. Writing
+// first, a new key costs the write alone (as raw database/sql would), and a
+// key the write did not take costs the write and a SELECT. Both are correct
+// whatever the row: the write's ON CONFLICT … WHERE alone decides who holds
+// the key, and SQLite runs one writer at a time, so the SELECT after a write
+// that changed nothing sees the row that made it change nothing, or its
+// successor. The Store writes first when its recent claims mostly acquired
+// (claimHint), and then only if the write gate is open at that instant
+// (tryWrite): a claim never queues behind other writes to learn that it
+// changes nothing.
+func (r runner) claim(ctx context.Context, key, fingerprint string, token store.Token, lease time.Duration) (c store.Claim, err error) {
 	if err := ctx.Err(); err != nil {
 		return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
 	}
 	if err := store.CheckClaim(key, fingerprint, token, lease); err != nil {
 		return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
 	}
+	defer func() {
+		if err == nil {
+			r.s.hint(c.Outcome == store.Acquired)
+		}
+	}()
+	writeFirst := r.s.claimHint.Load() > 0
 	for range maxClaimAttempts {
 		now := micros(r.s.now())
-		// Read first: a live record the claim statement would leave as it
-		// is (a replay, a mismatch, another token's claim) is reported
-		// without a write, so it never waits for the write gate or the
-		// write lock. Only an absent or lapsed key, or the caller's own
-		// claim to renew, goes on to the write, whose ON CONFLICT … WHERE
-		// alone decides who holds the key.
-		rec, err := r.record(ctx, stmtRead, key, key)
-		switch {
-		case err == nil:
-			if f := store.Classify(rec, fingerprint, token, fromMicros(now)); !f.Write {
-				return store.Claim{Outcome: f.Outcome, Record: rec}, nil
-			}
-		case !errors.Is(err, store.ErrNotFound):
-			return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
-		}
 		until := now + durMicros(lease)
-		n, err := r.write(ctx, stmtClaim, key, fingerprint, string(token), until, now)
-		if err != nil {
-			return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
+		var (
+			n     int64
+			wrote bool
+		)
+		if writeFirst {
+			writeFirst = false // a retry reads first
+			n, wrote, err = r.tryWrite(ctx, stmtClaim, []any{key, fingerprint, string(token), until, now})
+			if err != nil {
+				return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
+			}
+		}
+		if !wrote {
+			rec, err := r.record(ctx, stmtRead, key, key)
+			switch {
+			case err == nil:
+				if f := store.Classify(rec, fingerprint, token, fromMicros(now)); !f.Write {
+					return store.Claim{Outcome: f.Outcome, Record: rec}, nil
+				}
+			case !errors.Is(err, store.ErrNotFound):
+				return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
+			}
+			// Built here, not before the read: boxing them allocates.
+			if n, err = r.write(ctx, stmtClaim, key, fingerprint, string(token), until, now); err != nil {
+				return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
+			}
 		}
 		if n > 0 {
 			return store.Claim{Outcome: store.Acquired, Record: store.Record{
@@ -133,8 +170,9 @@ func (r runner) claim(ctx context.Context, key, fingerprint string, token store.
 				ExpiresAt:   fromMicros(until),
 			}}, nil
 		}
-		// Taken in between by someone else, or completed: report it.
-		rec, err = r.record(ctx, stmtRead, key, key)
+		// Taken by someone else (before or in between), or completed:
+		// report it.
+		rec, err := r.record(ctx, stmtRead, key, key)
 		if errors.Is(err, store.ErrNotFound) {
 			continue // released or purged since: claim again
 		}
@@ -150,6 +188,39 @@ func (r runner) claim(ctx context.Context, key, fingerprint string, token store.
 		return store.Claim{Outcome: f.Outcome, Record: rec}, nil
 	}
 	return store.Claim{}, fmt.Errorf("sqlite: claim: the key changed under %d attempts in a row; try again", maxClaimAttempts)
+}
+
+// hint moves claimHint one step towards writing first (a claim acquired)
+// or reading first (it found a record it would not change), within
+// ±claimHintMax. Racing updates may lose a step; it is only a hint.
+func (s *Store) hint(acquired bool) {
+	h := s.claimHint.Load()
+	switch {
+	case acquired && h < claimHintMax:
+		s.claimHint.Store(h + 1)
+	case !acquired && h > -claimHintMax:
+		s.claimHint.Store(h - 1)
+	}
+}
+
+// tryWrite runs a writing statement if it need not wait: in the
+// transaction, or through the write gate when the gate is open (as submit
+// does). ok is false, and nothing ran, when another write holds the gate.
+func (r runner) tryWrite(ctx context.Context, id stmtID, args []any) (n int64, ok bool, err error) {
+	if r.tx != nil {
+		n, err = r.write(ctx, id, args...)
+		return n, true, err
+	}
+	select {
+	case r.s.gate <- struct{}{}:
+		if r.s.onStmt != nil {
+			r.s.onStmt(id)
+		}
+		n, err = r.s.runFirst(ctx, id, args)
+		return n, true, err
+	default:
+		return 0, false, nil
+	}
 }
 
 // Complete stores response for key and marks it completed; see store.Store.

@@ -11,7 +11,8 @@ import (
 	"github.com/idemkit/idemkit/store"
 )
 
-// TestClaimReadsFirst: while an InTx holds the Store's write gate, a claim
+// TestClaimReadsFirst: while an InTx holds the Store's write gate, even
+// with the Store leaning to write first (claimHint), a claim
 // that would change nothing — a replay, a key held by another token, a
 // fingerprint mismatch — answers at once from a read and never queues for
 // the gate; a claim of a new key does queue (the gate is really held) and
@@ -35,6 +36,9 @@ func TestClaimReadsFirst(t *testing.T) {
 		default:
 		}
 	}
+	// Leaning to write first changes nothing here: a claim writes first
+	// only through an open gate.
+	s.claimHint.Store(claimHintMax)
 	release, done := holdGate(t, s)
 
 	// Bounded, so that a claim that does wait for the gate fails here

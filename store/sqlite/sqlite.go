@@ -43,6 +43,10 @@ type Store struct {
 	// clock) tell when a writer last finished.
 	epoch        time.Time
 	lastProgress atomic.Int64
+	// claimHint leans towards writing first (above zero) when recent
+	// claims mostly acquired, and towards reading first when they mostly
+	// found a record they would not change (see runner.claim).
+	claimHint atomic.Int32
 	// onWait, when set (by tests), is called when a write finds the gate taken.
 	onWait func()
 	// onGroup, when set (by tests), is called after a group of writes ran
@@ -50,6 +54,10 @@ type Store struct {
 	onGroup func(size int, committed bool)
 	// onPurgeBatch, when set (by tests), is called after each Purge statement.
 	onPurgeBatch func(n int64)
+	// onStmt, when set (by tests), is called with a statement's id each
+	// time a caller is about to read with it (runner.record) or submit it
+	// as a write (runner.write, runner.tryWrite).
+	onStmt func(id stmtID)
 
 	stmts     [numStmts]preparedStmt
 	closeOnce sync.Once

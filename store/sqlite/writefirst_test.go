@@ -1,0 +1,139 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// stmtLog records the statements a Store's callers run (onStmt).
+type stmtLog struct {
+	mu  sync.Mutex
+	ids []stmtID
+}
+
+func logStmts(s *Store) *stmtLog {
+	l := &stmtLog{}
+	s.onStmt = func(id stmtID) {
+		l.mu.Lock()
+		l.ids = append(l.ids, id)
+		l.mu.Unlock()
+	}
+	return l
+}
+
+// take returns the statements logged since the last take.
+func (l *stmtLog) take() []stmtID {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ids := l.ids
+	l.ids = nil
+	return ids
+}
+
+// TestClaimOrderFollowsTheLoad: after a run of claims that acquire, a claim
+// of a new key is one statement (the write, no SELECT); after a run of
+// replays, a replay is one SELECT and no write. Either way every outcome is
+// the contract's.
+func TestClaimOrderFollowsTheLoad(t *testing.T) {
+	s := newTestStore(t)
+	ctx := t.Context()
+	log := logStmts(s)
+	tok := store.NewToken()
+	for i := range claimHintMax {
+		c, err := s.Claim(ctx, fmt.Sprintf("k%d", i), "fp", tok, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, store.Acquired, c.Outcome)
+		require.NoError(t, s.Complete(ctx, fmt.Sprintf("k%d", i), tok, []byte("r"), time.Hour))
+	}
+	log.take()
+	c, err := s.Claim(ctx, "new", "fp", tok, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, store.Acquired, c.Outcome)
+	require.Equal(t, []stmtID{stmtClaim}, log.take(), "a new key after acquisitions: the write alone")
+
+	other := store.NewToken()
+	for range 2 * claimHintMax {
+		c, err := s.Claim(ctx, "k0", "fp", other, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, store.Completed, c.Outcome)
+	}
+	log.take()
+	c, err = s.Claim(ctx, "k1", "fp", other, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, store.Completed, c.Outcome)
+	require.Equal(t, []byte("r"), c.Record.Response)
+	require.Equal(t, []stmtID{stmtRead}, log.take(), "a replay after replays: one SELECT, no write")
+}
+
+// TestClaimWriteFirstOutcomes: with the Store leaning to write first, every
+// kind of record a claim can meet gets the same outcome and record as when
+// it reads first, in a plain call and in InTx.
+func TestClaimWriteFirstOutcomes(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	s := newTestStore(t, WithClock(clock))
+	ctx := t.Context()
+	log := logStmts(s)
+	holder, other := store.NewToken(), store.NewToken()
+	_, err := s.Claim(ctx, "done", "fp", holder, time.Minute)
+	require.NoError(t, err)
+	require.NoError(t, s.Complete(ctx, "done", holder, []byte("resp"), time.Hour))
+	_, err = s.Claim(ctx, "held", "fp", holder, time.Minute)
+	require.NoError(t, err)
+	_, err = s.Claim(ctx, "lapses", "fp", holder, time.Second)
+	require.NoError(t, err)
+	advance(2 * time.Second)
+
+	cases := []struct {
+		key, fp string
+		tok     store.Token
+		want    store.Outcome
+		status  store.Status
+		owner   store.Token
+	}{
+		{"done", "fp", other, store.Completed, store.StatusCompleted, holder},
+		{"done", "fp2", other, store.Mismatch, store.StatusCompleted, holder},
+		{"held", "fp", other, store.InProgress, store.StatusInProgress, holder},
+		{"held", "fp2", other, store.Mismatch, store.StatusInProgress, holder},
+		{"held", "fp", holder, store.Acquired, store.StatusInProgress, holder}, // renewal
+		{"lapses", "fp", other, store.Acquired, store.StatusInProgress, other}, // takeover
+		{"absent", "fp", other, store.Acquired, store.StatusInProgress, other},
+	}
+	for _, c := range cases {
+		s.claimHint.Store(claimHintMax)
+		log.take()
+		got, err := s.Claim(ctx, c.key, c.fp, c.tok, time.Minute)
+		require.NoError(t, err, c.key)
+		require.Equal(t, c.want, got.Outcome, "%s %s", c.key, c.fp)
+		require.Equal(t, c.status, got.Record.Status, c.key)
+		require.Equal(t, c.owner, got.Record.Token, c.key)
+		if c.want == store.Completed {
+			require.Equal(t, []byte("resp"), got.Record.Response)
+		}
+		require.Equal(t, stmtClaim, log.take()[0], "%s: written first", c.key)
+	}
+
+	// In InTx, writing first writes in the caller's transaction.
+	require.NoError(t, s.InTx(ctx, func(ctx context.Context, tx store.Store) error {
+		s.claimHint.Store(claimHintMax)
+		got, err := tx.Claim(ctx, "done", "fp", other, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, store.Completed, got.Outcome)
+		got, err = tx.Claim(ctx, "in-tx", "fp", other, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, store.Acquired, got.Outcome)
+		return nil
+	}))
+	r, err := s.Get(ctx, "in-tx")
+	require.NoError(t, err)
+	require.Equal(t, other, r.Token)
+}
