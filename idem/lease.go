@@ -171,7 +171,8 @@ func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *
 		if lost := hb.lostToOther(); lost != nil {
 			return false, lost
 		}
-		actx, cancel := context.WithTimeout(bctx, e.attemptTimeout())
+		actx := newAttempt(bctx, e.attemptTimeout())
+		cancel := actx.stop
 		err := e.call(ctx, key, OpComplete, func() error {
 			return e.s.Complete(actx, key, tok, response, e.opts.retention)
 		})
@@ -250,9 +251,9 @@ func (e *Engine) release(ctx context.Context, key string, tok store.Token) error
 	var err error
 	b := newBackoff(backoffFirst, settleMaxBackoff)
 	for i := 0; i < 3; i++ {
-		actx, cancel := context.WithTimeout(bctx, e.attemptTimeout())
+		actx := newAttempt(bctx, e.attemptTimeout())
 		err = e.call(ctx, key, OpRelease, func() error { return e.s.Release(actx, key, tok) })
-		cancel()
+		actx.stop()
 		if err == nil || errors.Is(err, store.ErrInvalid) || i == 2 {
 			break
 		}
