@@ -39,6 +39,28 @@ type teeWriter struct {
 	committed bool // the status line went to the client's writer
 }
 
+// pooledMax is the largest buffer a pooled recorder keeps for the next
+// request.
+const pooledMax = 64 << 10
+
+// reset prepares a pooled recorder for a request writing to w, keeping its
+// buffers.
+func (t *teeWriter) reset(w http.ResponseWriter, maxBody int) {
+	*t = teeWriter{w: w, max: maxBody, body: t.body[:0], held: t.held[:0]}
+}
+
+// clear drops every reference a pooled recorder holds, and reports whether
+// its buffers are small enough to keep.
+func (t *teeWriter) clear() bool {
+	body, held := t.body, t.held
+	*t = teeWriter{}
+	if cap(body) > pooledMax || cap(held) > pooledMax {
+		return false
+	}
+	t.body, t.held = body[:0], held[:0]
+	return true
+}
+
 // holdMax is how much of a response's start is held back so that it can
 // be sent with a Content-Length when the handler returns.
 const holdMax = 4096
@@ -88,7 +110,7 @@ func (t *teeWriter) commit() error {
 		return nil
 	}
 	held := t.held
-	t.held = nil
+	t.held = held[:0] // kept for the pool: nothing is held once committed
 	_, err := t.w.Write(held)
 	return err
 }
@@ -140,7 +162,26 @@ func (t *teeWriter) finish(method string) {
 		}
 		_ = t.commit()
 	}
-	_ = http.NewResponseController(t.w).Flush()
+	_ = flush(t.w)
+}
+
+// flush is http.NewResponseController(w).Flush without its allocations:
+// the writer's FlushError or Flush, through Unwrap, or
+// http.ErrNotSupported.
+func flush(w http.ResponseWriter) error {
+	for {
+		switch f := w.(type) {
+		case interface{ FlushError() error }:
+			return f.FlushError()
+		case http.Flusher:
+			f.Flush()
+			return nil
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = f.Unwrap()
+		default:
+			return http.ErrNotSupported
+		}
+	}
 }
 
 func hasTrailerPrefix(h http.Header) bool {
@@ -184,7 +225,7 @@ func (t *teeWriter) FlushError() error {
 	if err := t.commit(); err != nil {
 		return err
 	}
-	return http.NewResponseController(t.w).Flush()
+	return flush(t.w)
 }
 
 // SetReadDeadline is forwarded for http.ResponseController.
