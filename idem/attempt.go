@@ -23,7 +23,14 @@ type attemptCtx struct {
 }
 
 func newAttempt(parent context.Context, d time.Duration) *attemptCtx {
-	return &attemptCtx{parent: parent, deadline: time.Now().Add(d)}
+	c := new(attemptCtx)
+	c.init(parent, d)
+	return c
+}
+
+// init sets up a zero attemptCtx, ending d from now.
+func (c *attemptCtx) init(parent context.Context, d time.Duration) {
+	c.parent, c.deadline = parent, time.Now().Add(d)
 }
 
 // Deadline returns the attempt's deadline.

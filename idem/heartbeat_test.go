@@ -34,7 +34,7 @@ func TestShortWorkStartsNoHeartbeat(t *testing.T) {
 }
 
 // A work longer than half the lease starts the renewal loop, which renews
-// it, and the loop ends with the run.
+// it (the package's TestMain checks that no goroutine outlives the tests).
 func TestLongWorkStartsHeartbeat(t *testing.T) {
 	const lease = 40 * time.Millisecond
 	renewed := make(chan struct{}, 16)
@@ -47,7 +47,6 @@ func TestLongWorkStartsHeartbeat(t *testing.T) {
 		}
 	})))
 	loops := idem.HeartbeatLoops()
-	before := runtime.NumGoroutine()
 	res, err := e.Run(t.Context(), key(t), "", func(ctx context.Context) idem.Verdict {
 		for range 3 { // three renewals: the loop goes on after the first
 			select {
@@ -63,5 +62,4 @@ func TestLongWorkStartsHeartbeat(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, idem.SettleCompleted, res.Settle)
 	assert.Equal(t, loops+1, idem.HeartbeatLoops(), "one renewal loop for one long work")
-	assert.LessOrEqual(t, runtime.NumGoroutine(), before, "the renewal loop outlived the run")
 }

@@ -167,11 +167,20 @@ func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *
 	b := newBackoff(backoffFirst, min(settleMaxBackoff, e.opts.lease/8))
 	start := time.Now()
 	reclaims := 0
+	first := true
 	for {
 		if lost := hb.lostToOther(); lost != nil {
 			return false, lost
 		}
-		actx := newAttempt(bctx, e.attemptTimeout())
+		var actx *attemptCtx
+		if first {
+			// The first attempt's context lives in the heartbeat: one
+			// allocation fewer on the usual path.
+			first, actx = false, &hb.attempt
+			actx.init(bctx, e.attemptTimeout())
+		} else {
+			actx = newAttempt(bctx, e.attemptTimeout())
+		}
 		cancel := actx.stop
 		err := e.call(ctx, key, OpComplete, func() error {
 			return e.s.Complete(actx, key, tok, response, e.opts.retention)
@@ -280,6 +289,7 @@ type heartbeat struct {
 	tok     store.Token
 	cancel  context.CancelCauseFunc // the work's context
 	timer   *time.Timer             // the first renewal's
+	attempt attemptCtx              // the first Complete attempt's context
 
 	mu      sync.Mutex
 	stopped bool               // stop was called: the loop must not start, or end
