@@ -92,10 +92,10 @@
 // lease has run out, the work's context is cancelled with
 // store.ErrLeaseLost as its cause (context.Cause).
 //
-// The heartbeat starts lazily: the claim arms one runtime timer for the
-// first renewal, and the renewal loop's goroutine starts only when it fires,
-// so a work settled within half the lease runs without a goroutine or a
-// channel of its own.
+// The heartbeat starts lazily: the claim queues the key on the engine's one
+// timer, and the renewal loop's goroutine starts only when the first renewal
+// is due, so a work settled within half the lease runs without a goroutine,
+// channel or timer of its own.
 //
 // The result is recorded with Complete, retried with backoff (5 ms doubling
 // to 500 ms or lease/8) for as long as the lease holds; each attempt is

@@ -278,18 +278,21 @@ func (e *Engine) release(ctx context.Context, key string, tok store.Token) error
 // with a context that ignores the caller's cancellation: cancelling the
 // caller cancels the work, never the renewal.
 //
-// It starts lazily: the claim arms one runtime timer (time.AfterFunc) for
-// the first renewal, and only when that fires does the renewal loop run, on
-// the timer's goroutine. A work settled before half the lease stops the
-// timer and never had a goroutine or a channel of its own.
+// It starts lazily: the claim queues it in the engine's wheel (one timer
+// for all its keys), and only when its first renewal is due does the
+// renewal loop run, on a goroutine of its own. A work settled before half
+// the lease leaves the wheel and never had a goroutine, channel or timer of
+// its own.
 type heartbeat struct {
-	e       *Engine
-	ctx     context.Context // the caller's, for events and logs
-	key, fp string
-	tok     store.Token
-	cancel  context.CancelCauseFunc // the work's context
-	timer   *time.Timer             // the first renewal's
-	attempt attemptCtx              // the first Complete attempt's context
+	e          *Engine
+	ctx        context.Context // the caller's, for events and logs
+	key, fp    string
+	tok        store.Token
+	cancel     context.CancelCauseFunc // the work's context
+	due        time.Time               // the first renewal's, while queued
+	prev, next *heartbeat              // in the engine's wheel, while queued
+	queued     bool                    // waiting in the wheel for its first renewal
+	attempt    attemptCtx              // the first Complete attempt's context
 
 	mu      sync.Mutex
 	stopped bool               // stop was called: the loop must not start, or end
@@ -309,15 +312,17 @@ var loopsStarted atomic.Int64
 // start arms the heartbeat of a key claimed by a claim sent at claimed.
 func (hb *heartbeat) start(claimed time.Time) {
 	hb.renewed = claimed
-	hb.timer = time.AfterFunc(max(hb.e.opts.lease/2-time.Since(claimed), time.Millisecond), hb.run)
+	hb.e.wheel.add(hb, claimed.Add(hb.e.opts.lease/2))
 }
 
 // stop ends renewal and waits for a renewal in flight to end.
 func (hb *heartbeat) stop() {
-	if hb.timer == nil {
-		return
+	if hb.e == nil {
+		return // never started
 	}
-	hb.timer.Stop()
+	if hb.e.wheel.remove(hb) {
+		return // not due yet: no loop was started, none will be
+	}
 	hb.mu.Lock()
 	if hb.stopped {
 		done := hb.done
@@ -374,8 +379,8 @@ func (hb *heartbeat) renewedAt(t time.Time) {
 	hb.mu.Unlock()
 }
 
-// run is the renewal loop, started by the first renewal's timer unless
-// stop came first.
+// run is the renewal loop, started by the wheel when the first renewal is
+// due, unless stop came first.
 func (hb *heartbeat) run() {
 	hb.mu.Lock()
 	if hb.stopped {
