@@ -297,7 +297,6 @@ type run struct {
 	verdict   Verdict
 	workStart time.Time
 	workEnd   time.Time
-	hb        heartbeat // lease mode, once the key is held
 }
 
 func (e *Engine) run(ctx context.Context, r *run, work Work) (Result, error) {

@@ -62,8 +62,8 @@ func (e *Engine) runHeld(ctx context.Context, r *run, tok store.Token, claimed t
 	key, fp := r.key, r.fp
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	hb := &r.hb
-	*hb = heartbeat{e: e, ctx: ctx, key: key, fp: fp, tok: tok, cancel: cancel}
+	// Allocated here, not in r: a replay never needs one.
+	hb := &heartbeat{e: e, ctx: ctx, key: key, fp: fp, tok: tok, cancel: cancel}
 	hb.start(claimed)
 
 	// No recover: if the work panics (or calls runtime.Goexit), this stops
