@@ -9,11 +9,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemkit/idemkit/httpidem"
+	"github.com/idemkit/idemkit/idem"
 )
 
 func postWithKey(t *testing.T, url, key, body string) (*http.Response, string) {
@@ -35,7 +37,7 @@ func postWithKey(t *testing.T, url, key, body string) (*http.Response, string) {
 func TestHeaderAsAtWriteHeader(t *testing.T) {
 	s := mustMemory(t)
 	t.Cleanup(func() { s.Close() })
-	mw := mustNew(t, s)
+	mw := mustNew(t, s, idem.WithWait(10*time.Second)) // the replay waits for the record
 	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-A", "at-write-header")
 		w.Header().Add("X-Multi", "1")
@@ -64,7 +66,9 @@ func TestHeaderAsAtWriteHeader(t *testing.T) {
 func TestPooledRecordersDoNotMix(t *testing.T) {
 	s := mustMemory(t)
 	t.Cleanup(func() { s.Close() })
-	mw := mustNew(t, s)
+	// The client has its answer before the key is recorded: the retry
+	// waits for the record.
+	mw := mustNew(t, s, idem.WithWait(10*time.Second))
 	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		w.Header().Set("X-Echo", string(b))
