@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"sync"
 )
 
 // codecVersion is the first byte of every stored response.
@@ -24,37 +26,110 @@ var errCodec = errors.New("httpidem: cannot decode stored response")
 // Header names are written in canonical form and filtered by the header
 // policy in that form; values keep the order the handler set them in.
 
-// appendHead appends the version, status and kept header fields.
-func appendHead(b []byte, status int, header http.Header, p *headerPolicy) []byte {
-	conn := header["Connection"]
-	count := 0
-	for name, vs := range header {
-		if p.keep(http.CanonicalHeaderKey(name), conn) {
-			count += len(vs)
+// headerSnap is a copy of a header map's fields in flat slices: what a
+// recorder takes at WriteHeader. Pooled with its recorder, it copies a
+// header without allocating once its slices have grown.
+type headerSnap struct {
+	names []string
+	ends  []int    // ends[i]: where names[i]'s values end in vals
+	vals  []string // every field's values, one field after the other
+	taken bool
+}
+
+// take copies h.
+func (s *headerSnap) take(h http.Header) {
+	s.names, s.ends, s.vals, s.taken = s.names[:0], s.ends[:0], s.vals[:0], true
+	for k, vs := range h {
+		s.names = append(s.names, k)
+		s.vals = append(s.vals, vs...)
+		s.ends = append(s.ends, len(s.vals))
+	}
+}
+
+// values returns field i's values (aliasing the snapshot).
+func (s *headerSnap) values(i int) []string {
+	start := 0
+	if i > 0 {
+		start = s.ends[i-1]
+	}
+	return s.vals[start:s.ends[i]:s.ends[i]]
+}
+
+// get returns the values of the field named exactly name.
+func (s *headerSnap) get(name string) []string {
+	for i, n := range s.names {
+		if n == name {
+			return s.values(i)
 		}
 	}
+	return nil
+}
+
+// same reports whether h holds exactly the snapshot's fields and values.
+func (s *headerSnap) same(h http.Header) bool {
+	if len(h) != len(s.names) {
+		return false
+	}
+	for i, n := range s.names {
+		vs, ok := h[n]
+		if !ok || !slices.Equal(vs, s.values(i)) {
+			return false
+		}
+	}
+	return true
+}
+
+// header returns the snapshot as a new map, its values copied.
+func (s *headerSnap) header() http.Header {
+	h := make(http.Header, len(s.names))
+	for i, n := range s.names {
+		h[n] = slices.Clone(s.values(i))
+	}
+	return h
+}
+
+// encode returns the whole encoding of a response with the snapshot's kept
+// fields, in one allocation.
+func (s *headerSnap) encode(status int, p *headerPolicy, body []byte) []byte {
+	conn := s.get("Connection")
+	count, size := 0, 1+2*binary.MaxVarintLen64+len(body)
+	for i, name := range s.names {
+		if p.keep(http.CanonicalHeaderKey(name), conn) {
+			for _, v := range s.values(i) {
+				count++
+				size += 2*binary.MaxVarintLen64 + len(name) + len(v)
+			}
+		}
+	}
+	b := make([]byte, 0, size)
 	b = append(b, codecVersion)
 	b = binary.AppendUvarint(b, uint64(status))
 	b = binary.AppendUvarint(b, uint64(count))
-	for name, vs := range header {
+	for i, name := range s.names {
 		name = http.CanonicalHeaderKey(name)
 		if !p.keep(name, conn) {
 			continue
 		}
-		for _, v := range vs {
+		for _, v := range s.values(i) {
 			b = binary.AppendUvarint(b, uint64(len(name)))
 			b = append(b, name...)
 			b = binary.AppendUvarint(b, uint64(len(v)))
 			b = append(b, v...)
 		}
 	}
-	return b
+	return append(b, body...)
 }
+
+var snaps = sync.Pool{New: func() any { return new(headerSnap) }}
 
 // encodeResponse returns the whole encoding of a response.
 func encodeResponse(status int, header http.Header, p *headerPolicy, body []byte) []byte {
-	b := make([]byte, 0, 64+len(body))
-	return append(appendHead(b, status, header, p), body...)
+	s := snaps.Get().(*headerSnap)
+	s.take(header)
+	b := s.encode(status, p, body)
+	clear(s.vals) // no strings kept alive by the pool
+	snaps.Put(s)
+	return b
 }
 
 // decodeResponse checks a stored response and, only when all of it is

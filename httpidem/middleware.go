@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/idemkit/idemkit/idem"
@@ -170,14 +171,52 @@ func (m *middleware) verdict(status, size int, switched bool, encode func() []by
 // serveLease is lease mode: the handler's output streams to the client and
 // is captured as it goes; the engine renews the lease and settles the key.
 func (m *middleware) serveLease(ctx context.Context, w http.ResponseWriter, r *http.Request, next http.Handler, key, fp string) {
-	res, err := m.e.Run(ctx, key, fp, func(wctx context.Context) idem.Verdict {
-		tw := &teeWriter{w: w, max: m.maxResponse}
-		next.ServeHTTP(tw, r.WithContext(wctx))
-		// The client has its whole answer now, whatever recording it takes.
-		tw.finish(r.Method)
-		return m.verdict(tw.finalStatus(), tw.size, tw.switched, func() []byte { return tw.encoded(&m.headers) })
-	}, m.run...)
+	l := leaseRuns.Get().(*leaseRun)
+	l.m, l.r, l.next = m, r, next
+	l.tw.reset(w, m.maxResponse)
+	res, err := m.e.Run(ctx, key, fp, l.work, m.run...)
+	l.release()
 	m.answer(w, r, next, key, res, err, nil)
+}
+
+// leaseRun is one lease-mode request's state, pooled with its recorder's
+// buffers and with its methods bound once, so that a request allocates
+// neither a recorder nor a closure.
+type leaseRun struct {
+	tw     teeWriter
+	m      *middleware
+	r      *http.Request
+	next   http.Handler
+	work   idem.Work     // l.run
+	encode func() []byte // l.encoded
+}
+
+var leaseRuns = sync.Pool{New: func() any {
+	l := &leaseRun{}
+	l.work, l.encode = l.run, l.encoded
+	return l
+}}
+
+// run is the engine's work: the handler, writing through the recorder.
+func (l *leaseRun) run(wctx context.Context) idem.Verdict {
+	tw, r := &l.tw, l.r
+	l.next.ServeHTTP(tw, r.WithContext(wctx))
+	// The client has its whole answer now, whatever recording it takes.
+	tw.finish(r.Method)
+	return l.m.verdict(tw.finalStatus(), tw.size, tw.switched, l.encode)
+}
+
+func (l *leaseRun) encoded() []byte { return l.tw.encoded(&l.m.headers) }
+
+// release returns l to the pool once the engine is done with it (Run
+// returned: nothing calls work or encode after that). A recorder whose
+// buffers grew past pooledMax is left to the collector.
+func (l *leaseRun) release() {
+	l.m, l.r, l.next = nil, nil, nil
+	if !l.tw.clear() {
+		return
+	}
+	leaseRuns.Put(l)
 }
 
 // answer writes what the engine's result calls for, except the response of

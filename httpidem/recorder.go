@@ -30,13 +30,41 @@ type teeWriter struct {
 	w         http.ResponseWriter
 	max       int // body bytes kept at most
 	status    int
-	header    http.Header // snapshot at WriteHeader
+	header    headerSnap // at WriteHeader
+	clen      string     // the Content-Length finish sets, if any
 	body      []byte
 	size      int  // body bytes written, kept or not
 	overflow  bool // the body was longer than max: not kept
 	switched  bool // the handler answered 101 Switching Protocols
 	held      []byte
 	committed bool // the status line went to the client's writer
+}
+
+// pooledMax is the largest buffer a pooled recorder keeps for the next
+// request.
+const pooledMax = 64 << 10
+
+// reset prepares a pooled recorder for a request writing to w, keeping its
+// buffers.
+func (t *teeWriter) reset(w http.ResponseWriter, maxBody int) {
+	hs := t.header
+	*t = teeWriter{w: w, max: maxBody, body: t.body[:0], held: t.held[:0]}
+	t.header = headerSnap{names: hs.names[:0], ends: hs.ends[:0], vals: hs.vals[:0]}
+}
+
+// clear drops every reference a pooled recorder holds, and reports whether
+// its buffers are small enough to keep.
+func (t *teeWriter) clear() bool {
+	body, held, hs := t.body, t.held, t.header
+	*t = teeWriter{}
+	if cap(body) > pooledMax || cap(held) > pooledMax || cap(hs.vals) > 256 {
+		return false
+	}
+	clear(hs.names[:cap(hs.names)]) // no strings kept alive by the pool
+	clear(hs.vals[:cap(hs.vals)])
+	t.body, t.held = body[:0], held[:0]
+	t.header = headerSnap{names: hs.names[:0], ends: hs.ends[:0], vals: hs.vals[:0]}
+	return true
 }
 
 // holdMax is how much of a response's start is held back so that it can
@@ -62,7 +90,7 @@ func (t *teeWriter) WriteHeader(code int) {
 		return
 	}
 	t.status = code
-	t.header = t.w.Header().Clone()
+	t.header.take(t.w.Header())
 }
 
 // commit sends the status line and what was held.
@@ -78,17 +106,31 @@ func (t *teeWriter) commit() error {
 	// late WriteHeader, and what the handler set since (trailers) stays in
 	// the map for net/http to read at the end.
 	h := t.w.Header()
-	now := h.Clone()
-	clear(h)
-	maps.Copy(h, t.header)
-	t.w.WriteHeader(t.status)
-	clear(h)
-	maps.Copy(h, now)
+	if t.header.same(h) {
+		// Unchanged since WriteHeader (the usual case): nothing to swap.
+		if t.clen != "" {
+			h["Content-Length"] = []string{t.clen}
+		}
+		t.w.WriteHeader(t.status)
+		if t.clen != "" {
+			delete(h, "Content-Length")
+		}
+	} else {
+		now := h.Clone()
+		clear(h)
+		maps.Copy(h, t.header.header())
+		if t.clen != "" {
+			h["Content-Length"] = []string{t.clen}
+		}
+		t.w.WriteHeader(t.status)
+		clear(h)
+		maps.Copy(h, now)
+	}
 	if len(t.held) == 0 {
 		return nil
 	}
 	held := t.held
-	t.held = nil
+	t.held = held[:0] // kept for the pool: nothing is held once committed
 	_, err := t.w.Write(held)
 	return err
 }
@@ -136,11 +178,30 @@ func (t *teeWriter) finish(method string) {
 		h := t.w.Header()
 		if h.Get("Content-Length") == "" && h.Get("Transfer-Encoding") == "" && len(h["Trailer"]) == 0 &&
 			!hasTrailerPrefix(h) && bodyAllowed(t.status) && method != http.MethodHead {
-			t.header.Set("Content-Length", strconv.Itoa(len(t.held)))
+			t.clen = strconv.Itoa(len(t.held))
 		}
 		_ = t.commit()
 	}
-	_ = http.NewResponseController(t.w).Flush()
+	_ = flush(t.w)
+}
+
+// flush is http.NewResponseController(w).Flush without its allocations:
+// the writer's FlushError or Flush, through Unwrap, or
+// http.ErrNotSupported.
+func flush(w http.ResponseWriter) error {
+	for {
+		switch f := w.(type) {
+		case interface{ FlushError() error }:
+			return f.FlushError()
+		case http.Flusher:
+			f.Flush()
+			return nil
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = f.Unwrap()
+		default:
+			return http.ErrNotSupported
+		}
+	}
 }
 
 func hasTrailerPrefix(h http.Header) bool {
@@ -169,11 +230,14 @@ func (t *teeWriter) finalStatus() int {
 // encoded returns the replay encoding of what the handler wrote: the header
 // as it stood at WriteHeader, the trailers as they stand now, the body.
 func (t *teeWriter) encoded(p *headerPolicy) []byte {
-	h := t.header
-	if h == nil { // nothing written: net/http sends a bare 200
-		h = t.w.Header()
+	if !t.header.taken { // nothing written: net/http sends a bare 200
+		t.header.take(t.w.Header())
 	}
-	return encodeResponse(t.finalStatus(), withTrailers(h, t.w.Header()), p, t.body)
+	now := t.w.Header()
+	if t.header.get("Trailer") == nil && !hasTrailerPrefix(now) {
+		return t.header.encode(t.finalStatus(), p, t.body)
+	}
+	return encodeResponse(t.finalStatus(), withTrailers(t.header.header(), now), p, t.body)
 }
 
 // Flush sends buffered data to the client, when the client writer can.
@@ -184,7 +248,7 @@ func (t *teeWriter) FlushError() error {
 	if err := t.commit(); err != nil {
 		return err
 	}
-	return http.NewResponseController(t.w).Flush()
+	return flush(t.w)
 }
 
 // SetReadDeadline is forwarded for http.ResponseController.

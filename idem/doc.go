@@ -82,8 +82,8 @@
 //
 // # Leases and the heartbeat
 //
-// In lease mode the claim holds the key for WithLease. A heartbeat on its own
-// goroutine renews it (a re-entrant Claim) every lease/2, and after a failed
+// In lease mode the claim holds the key for WithLease. A heartbeat renews it
+// (a re-entrant Claim) every lease/2, and after a failed
 // renewal on the engine's one backoff (5 ms doubling to lease/8), from the claim until the key is settled: while the work
 // runs and while its result is being recorded. It uses a context that
 // ignores the caller's cancellation, so a caller that gives up cancels the
@@ -91,6 +91,11 @@
 // renewal finds the key held by another claim, or renewals fail until the
 // lease has run out, the work's context is cancelled with
 // store.ErrLeaseLost as its cause (context.Cause).
+//
+// The heartbeat starts lazily: the claim queues the key on the engine's one
+// timer, and the renewal loop's goroutine starts only when the first renewal
+// is due, so a work settled within half the lease runs without a goroutine,
+// channel or timer of its own.
 //
 // The result is recorded with Complete, retried with backoff (5 ms doubling
 // to 500 ms or lease/8) for as long as the lease holds; each attempt is

@@ -45,6 +45,7 @@ type Engine struct {
 	opts   options
 	tracer MultiTracer
 	events bool // a tracer is an EventTracer
+	wheel  wheel
 }
 
 // New returns an Engine that records keys in s. It fails with an error

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemkit/idemkit/store"
@@ -61,7 +62,9 @@ func (e *Engine) runHeld(ctx context.Context, r *run, tok store.Token, claimed t
 	key, fp := r.key, r.fp
 	wctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	hb := e.startHeartbeat(ctx, key, fp, tok, claimed, cancel)
+	// Allocated here, not in r: a replay never needs one.
+	hb := &heartbeat{e: e, ctx: ctx, key: key, fp: fp, tok: tok, cancel: cancel}
+	hb.start(claimed)
 
 	// No recover: if the work panics (or calls runtime.Goexit), this stops
 	// the heartbeat and releases the key while the panic goes on with its
@@ -164,11 +167,21 @@ func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *
 	b := newBackoff(backoffFirst, min(settleMaxBackoff, e.opts.lease/8))
 	start := time.Now()
 	reclaims := 0
+	first := true
 	for {
 		if lost := hb.lostToOther(); lost != nil {
 			return false, lost
 		}
-		actx, cancel := context.WithTimeout(bctx, e.attemptTimeout())
+		var actx *attemptCtx
+		if first {
+			// The first attempt's context lives in the heartbeat: one
+			// allocation fewer on the usual path.
+			first, actx = false, &hb.attempt
+			actx.init(bctx, e.attemptTimeout())
+		} else {
+			actx = newAttempt(bctx, e.attemptTimeout())
+		}
+		cancel := actx.stop
 		err := e.call(ctx, key, OpComplete, func() error {
 			return e.s.Complete(actx, key, tok, response, e.opts.retention)
 		})
@@ -229,7 +242,7 @@ func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *
 		t := time.NewTimer(b.next())
 		select {
 		case <-t.C:
-		case <-hb.lostCh:
+		case <-hb.lostChan():
 			t.Stop()
 		}
 	}
@@ -247,9 +260,9 @@ func (e *Engine) release(ctx context.Context, key string, tok store.Token) error
 	var err error
 	b := newBackoff(backoffFirst, settleMaxBackoff)
 	for i := 0; i < 3; i++ {
-		actx, cancel := context.WithTimeout(bctx, e.attemptTimeout())
+		actx := newAttempt(bctx, e.attemptTimeout())
 		err = e.call(ctx, key, OpRelease, func() error { return e.s.Release(actx, key, tok) })
-		cancel()
+		actx.stop()
 		if err == nil || errors.Is(err, store.ErrInvalid) || i == 2 {
 			break
 		}
@@ -262,52 +275,92 @@ func (e *Engine) release(ctx context.Context, key string, tok store.Token) error
 }
 
 // heartbeat renews the lease every lease/2 (every lease/8 after a failure)
-// on its own goroutine, with a context that ignores the caller's
-// cancellation: cancelling the caller cancels the work, never the renewal.
+// with a context that ignores the caller's cancellation: cancelling the
+// caller cancels the work, never the renewal.
+//
+// It starts lazily: the claim queues it in the engine's wheel (one timer
+// for all its keys), and only when its first renewal is due does the
+// renewal loop run, on a goroutine of its own. A work settled before half
+// the lease leaves the wheel and never had a goroutine, channel or timer of
+// its own.
 type heartbeat struct {
-	e       *Engine
-	ctx     context.Context // the caller's, for events and logs
-	key, fp string
-	tok     store.Token
-	cancel  context.CancelCauseFunc // the work's context
-
-	rctx    context.Context // renewals: cancelled by stop, not by the caller
-	rcancel context.CancelFunc
-	quit    chan struct{}
-	done    chan struct{}
-	lostCh  chan struct{} // closed when the lease is lost to another claim
-	once    sync.Once
+	e          *Engine
+	ctx        context.Context // the caller's, for events and logs
+	key, fp    string
+	tok        store.Token
+	cancel     context.CancelCauseFunc // the work's context
+	due        time.Time               // the first renewal's, while queued
+	prev, next *heartbeat              // in the engine's wheel, while queued
+	queued     bool                    // waiting in the wheel for its first renewal
+	attempt    attemptCtx              // the first Complete attempt's context
 
 	mu      sync.Mutex
-	renewed time.Time // when the claim or renewal that last extended the lease was sent
-	lost    error     // another claim holds the key
-	lapsed  bool      // the lease ran out without a renewal
+	stopped bool               // stop was called: the loop must not start, or end
+	rcancel context.CancelFunc // the renewals' context, once the loop started
+	wake    chan struct{}      // closed by stop, once the loop started
+	done    chan struct{}      // closed when the loop ends, once it started
+	lostCh  chan struct{}      // closed when the lease is lost, made on demand
+	renewed time.Time          // when the claim or renewal that last extended the lease was sent
+	lost    error              // another claim holds the key
+	lapsed  bool               // the lease ran out without a renewal
 }
 
-func (e *Engine) startHeartbeat(ctx context.Context, key, fp string, tok store.Token, claimed time.Time, cancel context.CancelCauseFunc) *heartbeat {
-	hb := &heartbeat{
-		e: e, ctx: ctx, key: key, fp: fp, tok: tok, cancel: cancel,
-		quit: make(chan struct{}), done: make(chan struct{}), lostCh: make(chan struct{}),
-		renewed: claimed,
-	}
-	hb.rctx, hb.rcancel = context.WithCancel(context.WithoutCancel(ctx))
-	go hb.loop()
-	return hb
+// loopsStarted counts renewal loops started, for the tests that prove a
+// short work starts none.
+var loopsStarted atomic.Int64
+
+// start arms the heartbeat of a key claimed by a claim sent at claimed.
+func (hb *heartbeat) start(claimed time.Time) {
+	hb.renewed = claimed
+	hb.e.wheel.add(hb, claimed.Add(hb.e.opts.lease/2))
 }
 
 // stop ends renewal and waits for a renewal in flight to end.
 func (hb *heartbeat) stop() {
-	hb.once.Do(func() {
+	if hb.e == nil {
+		return // never started
+	}
+	if hb.e.wheel.remove(hb) {
+		return // not due yet: no loop was started, none will be
+	}
+	hb.mu.Lock()
+	if hb.stopped {
+		done := hb.done
+		hb.mu.Unlock()
+		if done != nil {
+			<-done
+		}
+		return
+	}
+	hb.stopped = true
+	done := hb.done
+	if done != nil {
 		hb.rcancel()
-		close(hb.quit)
-	})
-	<-hb.done
+		close(hb.wake)
+	}
+	hb.mu.Unlock()
+	if done != nil {
+		<-done
+	}
 }
 
 func (hb *heartbeat) lostToOther() error {
 	hb.mu.Lock()
 	defer hb.mu.Unlock()
 	return hb.lost
+}
+
+// lostChan returns a channel closed when the lease is lost to another claim.
+func (hb *heartbeat) lostChan() <-chan struct{} {
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	if hb.lostCh == nil {
+		hb.lostCh = make(chan struct{})
+		if hb.lost != nil {
+			close(hb.lostCh)
+		}
+	}
+	return hb.lostCh
 }
 
 // ended reports whether the lease is over: lost to another claim, or no
@@ -326,69 +379,94 @@ func (hb *heartbeat) renewedAt(t time.Time) {
 	hb.mu.Unlock()
 }
 
-func (hb *heartbeat) loop() {
-	defer close(hb.done)
-	e := hb.e
-	lease := e.opts.lease
+// run is the renewal loop, started by the wheel when the first renewal is
+// due, unless stop came first.
+func (hb *heartbeat) run() {
 	hb.mu.Lock()
-	next := max(lease/2-time.Since(hb.renewed), time.Millisecond)
+	if hb.stopped {
+		hb.mu.Unlock()
+		return
+	}
+	var rctx context.Context
+	rctx, hb.rcancel = context.WithCancel(context.WithoutCancel(hb.ctx))
+	hb.wake, hb.done = make(chan struct{}), make(chan struct{})
+	wake := hb.wake
 	hb.mu.Unlock()
-	t := time.NewTimer(next)
-	defer t.Stop()
-	retry := newBackoff(backoffFirst, lease/8)
+	loopsStarted.Add(1)
+	defer close(hb.done)
+	var t *time.Timer
+	retry := newBackoff(backoffFirst, hb.e.opts.lease/8)
 	for {
+		next, ok := hb.renew(rctx, &retry)
+		if !ok {
+			return
+		}
+		if t == nil {
+			t = time.NewTimer(next)
+			defer t.Stop()
+		} else {
+			t.Reset(next)
+		}
 		select {
-		case <-hb.quit:
+		case <-wake:
 			return
 		case <-t.C:
 		}
-		actx, cancel := context.WithTimeout(hb.rctx, max(lease/2, time.Millisecond))
-		sent := time.Now()
-		c, err := e.claim(actx, e.s, hb.key, hb.fp, hb.tok, OpRenew)
-		cancel()
-		if hb.rctx.Err() != nil {
-			return // stopped while renewing
-		}
-		switch {
-		case err == nil && c.Outcome == store.Acquired:
-			hb.renewedAt(sent)
-			hb.mu.Lock()
-			hb.lapsed = false
-			hb.mu.Unlock()
-			e.emit(hb.ctx, Event{Kind: Renewed, Key: hb.key})
-			retry.reset(backoffFirst)
-			t.Reset(lease / 2)
-		case err == nil && c.Outcome == store.Completed && c.Record.Token == hb.tok:
-			return // settled: a Complete of ours went through
-		case err == nil:
-			hb.mu.Lock()
-			hb.lost = fmt.Errorf("idem: renew %q: the key is %v for another claim: %w", e.show(hb.key), c.Outcome, store.ErrLeaseLost)
-			lost := hb.lost
-			hb.mu.Unlock()
-			close(hb.lostCh)
-			e.emit(hb.ctx, Event{Kind: LeaseLost, Key: hb.key, Err: lost, Reason: "another claim holds the key"})
-			e.Logger().ErrorContext(hb.ctx, "idem: lease lost to another claim; cancelling the work", "key", e.show(hb.key))
-			hb.cancel(store.ErrLeaseLost)
-			return
-		default:
-			hb.mu.Lock()
-			over := time.Since(hb.renewed) >= lease
-			first := over && !hb.lapsed
-			if over {
-				hb.lapsed = true
-			}
-			hb.mu.Unlock()
-			if first {
-				// Nobody may hold the key now, but a retry may claim it at
-				// any moment: the work must stop. Renewal goes on, so that
-				// the result can still be recorded if nobody took the key.
-				e.emit(hb.ctx, Event{Kind: LeaseLost, Key: hb.key, Err: err, Reason: "renewals failed until the lease ran out"})
-				e.Logger().ErrorContext(hb.ctx, "idem: renewals failed until the lease ran out; cancelling the work", "key", e.show(hb.key), "err", err)
-				hb.cancel(store.ErrLeaseLost)
-			} else {
-				e.Logger().WarnContext(hb.ctx, "idem: lease renewal failed; retrying", "key", e.show(hb.key), "err", err)
-			}
-			t.Reset(retry.next())
-		}
 	}
+}
+
+// renew sends one renewal and returns when the next is due; false ends the
+// loop.
+func (hb *heartbeat) renew(rctx context.Context, retry *backoff) (time.Duration, bool) {
+	e := hb.e
+	lease := e.opts.lease
+	actx, cancel := context.WithTimeout(rctx, max(lease/2, time.Millisecond))
+	sent := time.Now()
+	c, err := e.claim(actx, e.s, hb.key, hb.fp, hb.tok, OpRenew)
+	cancel()
+	if rctx.Err() != nil {
+		return 0, false // stopped while renewing
+	}
+	switch {
+	case err == nil && c.Outcome == store.Acquired:
+		hb.renewedAt(sent)
+		hb.mu.Lock()
+		hb.lapsed = false
+		hb.mu.Unlock()
+		e.emit(hb.ctx, Event{Kind: Renewed, Key: hb.key})
+		retry.reset(backoffFirst)
+		return lease / 2, true
+	case err == nil && c.Outcome == store.Completed && c.Record.Token == hb.tok:
+		return 0, false // settled: a Complete of ours went through
+	case err == nil:
+		hb.mu.Lock()
+		hb.lost = fmt.Errorf("idem: renew %q: the key is %v for another claim: %w", e.show(hb.key), c.Outcome, store.ErrLeaseLost)
+		lost := hb.lost
+		if hb.lostCh != nil {
+			close(hb.lostCh)
+		}
+		hb.mu.Unlock()
+		e.emit(hb.ctx, Event{Kind: LeaseLost, Key: hb.key, Err: lost, Reason: "another claim holds the key"})
+		e.Logger().ErrorContext(hb.ctx, "idem: lease lost to another claim; cancelling the work", "key", e.show(hb.key))
+		hb.cancel(store.ErrLeaseLost)
+		return 0, false
+	}
+	hb.mu.Lock()
+	over := time.Since(hb.renewed) >= lease
+	first := over && !hb.lapsed
+	if over {
+		hb.lapsed = true
+	}
+	hb.mu.Unlock()
+	if first {
+		// Nobody may hold the key now, but a retry may claim it at
+		// any moment: the work must stop. Renewal goes on, so that
+		// the result can still be recorded if nobody took the key.
+		e.emit(hb.ctx, Event{Kind: LeaseLost, Key: hb.key, Err: err, Reason: "renewals failed until the lease ran out"})
+		e.Logger().ErrorContext(hb.ctx, "idem: renewals failed until the lease ran out; cancelling the work", "key", e.show(hb.key), "err", err)
+		hb.cancel(store.ErrLeaseLost)
+	} else {
+		e.Logger().WarnContext(hb.ctx, "idem: lease renewal failed; retrying", "key", e.show(hb.key), "err", err)
+	}
+	return retry.next(), true
 }

@@ -53,11 +53,14 @@ var backends = []backend{
 	// Decorators: "raw" is the same store without the decorator.
 	{"cache", "./store/cache/", "^BenchmarkPaired$", "20000x"},
 	{"seal", "./store/seal/", "^BenchmarkPaired$", "8000x"},
+	// The HTTP middleware against a minimal hand-written one on the same
+	// memory store.
+	{"http", "./httpidem/", "^BenchmarkPaired$", "50000x"},
 }
 
 func main() {
 	var (
-		only      = flag.String("backends", "memory,sqlite,postgres,redis,mysql", "comma-separated backends to run (memory, sqlite, postgres, redis, mysql, dynamodb, nats, spanner, cache, seal)")
+		only      = flag.String("backends", "memory,sqlite,postgres,redis,mysql", "comma-separated backends to run (memory, sqlite, postgres, redis, mysql, dynamodb, nats, spanner, cache, seal, http)")
 		count     = flag.Int("count", 5, "rounds per benchmark (go test -count); the median of the per-round ratios is printed")
 		benchtime = flag.String("benchtime", "", "go test -benchtime for every backend (default: each backend's own)")
 		filter    = flag.String("run", "", "extra sub-benchmark pattern, appended to the backend's -bench pattern with /")
@@ -139,7 +142,8 @@ type result struct {
 }
 
 // parse collects, from go test -bench output, every metric whose unit is a
-// ratio to raw (store/raw, sqlite/raw-g8, …), in the order first seen.
+// ratio to raw (store/raw, sqlite/raw-g8, …) or a side's allocations per
+// operation (store-allocs/op, raw-allocs/op), in the order first seen.
 func parse(name string, r io.Reader) []result {
 	var out []result
 	index := map[string]int{}
@@ -167,7 +171,7 @@ func parse(name string, r io.Reader) []result {
 		// f[1] is the iteration count, then value-unit pairs.
 		for i := 2; i+1 < len(f); i += 2 {
 			unit := f[i+1]
-			if !strings.Contains(unit, "/raw") {
+			if !strings.Contains(unit, "/raw") && !strings.HasSuffix(unit, "-allocs/op") {
 				continue
 			}
 			v, err := strconv.ParseFloat(f[i], 64)

@@ -16,6 +16,7 @@ BenchmarkInterleaved/new-2      	2026/12/01 22:42:58 WARN redis: a log line in t
     2000	     75561 ns/op	        1.402 raw-g8/g1	         0.9546 sqlite/raw-g1	         1.108 sqlite/raw-g8
 2026/12/01 22:42:58 WARN 12 a log line of its own
 BenchmarkInterleaved/new-2      	    2000	     75561 ns/op	        1.402 raw-g8/g1	         0.8546 sqlite/raw-g1	         1.308 sqlite/raw-g8
+BenchmarkPaired/First/workers=1-2         	   20000	     16640 ns/op	        18.79 raw-allocs/op	      4023 raw-ns/op	        41.69 store-allocs/op	     12602 store-ns/op	         0.3192 store/raw	    5239 B/op	      61 allocs/op
 --- SKIP: BenchmarkSomething
 PASS
 ok  	github.com/idemkit/idemkit/store/redis	12.3s
@@ -23,8 +24,8 @@ ok  	github.com/idemkit/idemkit/store/redis	12.3s
 
 func TestParse(t *testing.T) {
 	rs := parse("x", strings.NewReader(sample))
-	if len(rs) != 3 {
-		t.Fatalf("parsed %d results, want 3 (store/raw, sqlite/raw-g1, sqlite/raw-g8): %+v", len(rs), rs)
+	if len(rs) != 6 {
+		t.Fatalf("parsed %d results, want 6 (store/raw, sqlite/raw-g1, sqlite/raw-g8, raw-allocs/op, store-allocs/op, store/raw): %+v", len(rs), rs)
 	}
 	want := []struct {
 		bench, metric string
@@ -34,6 +35,9 @@ func TestParse(t *testing.T) {
 		{"ClaimComplete/workers=1", "store/raw", 3, 0.9738},
 		{"new", "sqlite/raw-g1", 2, (0.9546 + 0.8546) / 2},
 		{"new", "sqlite/raw-g8", 2, (1.108 + 1.308) / 2},
+		{"First/workers=1", "raw-allocs/op", 1, 18.79},
+		{"First/workers=1", "store-allocs/op", 1, 41.69},
+		{"First/workers=1", "store/raw", 1, 0.3192},
 	}
 	for i, w := range want {
 		r := rs[i]
