@@ -174,6 +174,8 @@ func (m *middleware) serveLease(ctx context.Context, w http.ResponseWriter, r *h
 	l := leaseRuns.Get().(*leaseRun)
 	l.m, l.r, l.next = m, r, next
 	l.tw.reset(w, m.maxResponse)
+	l.h = &handlerWriter{}
+	l.h.t.Store(&l.tw)
 	res, err := m.e.Run(ctx, key, fp, l.work, m.run...)
 	l.release()
 	m.answer(w, r, next, key, res, err, nil)
@@ -184,6 +186,7 @@ func (m *middleware) serveLease(ctx context.Context, w http.ResponseWriter, r *h
 // neither a recorder nor a closure.
 type leaseRun struct {
 	tw     teeWriter
+	h      *handlerWriter // the handler's own handle on tw, cut off at release
 	m      *middleware
 	r      *http.Request
 	next   http.Handler
@@ -200,7 +203,7 @@ var leaseRuns = sync.Pool{New: func() any {
 // run is the engine's work: the handler, writing through the recorder.
 func (l *leaseRun) run(wctx context.Context) idem.Verdict {
 	tw, r := &l.tw, l.r
-	l.next.ServeHTTP(tw, r.WithContext(wctx))
+	l.next.ServeHTTP(l.h, r.WithContext(wctx))
 	// The client has its whole answer now, whatever recording it takes.
 	tw.finish(r.Method)
 	return l.m.verdict(tw.finalStatus(), tw.size, tw.switched, l.encode)
@@ -212,7 +215,8 @@ func (l *leaseRun) encoded() []byte { return l.tw.encoded(&l.m.headers) }
 // returned: nothing calls work or encode after that). A recorder whose
 // buffers grew past pooledMax is left to the collector.
 func (l *leaseRun) release() {
-	l.m, l.r, l.next = nil, nil, nil
+	l.h.t.Store(nil) // a late write by the handler now goes nowhere
+	l.m, l.r, l.next, l.h = nil, nil, nil, nil
 	if !l.tw.clear() {
 		return
 	}

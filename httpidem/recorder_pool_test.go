@@ -94,3 +94,80 @@ func TestPooledRecordersDoNotMix(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A handler that keeps its ResponseWriter past its return (net/http
+// forbids it) writes nowhere: not into the recycled recorder of the next
+// request, whose client and stored response are another's.
+func TestWriteAfterReturnGoesNowhere(t *testing.T) {
+	s := mustMemory(t)
+	t.Cleanup(func() { s.Close() })
+	mw := mustNew(t, s, idem.WithWait(10*time.Second))
+	var (
+		mu   sync.Mutex
+		kept http.ResponseWriter // the first request's writer, kept past its return
+	)
+	inB, releaseB := make(chan struct{}), make(chan struct{})
+	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Hold") != "" {
+			close(inB)
+			<-releaseB
+		}
+		mu.Lock()
+		if kept == nil {
+			kept = w
+		}
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, "answer "+r.Header.Get("Idempotency-Key"))
+	})))
+	defer srv.Close()
+	_, body := postWithKey(t, srv.URL, "a", "{}")
+	require.Equal(t, `answer "a"`, body)
+
+	type answer struct {
+		body string
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader("{}"))
+		req.Header.Set("Idempotency-Key", `"b"`)
+		req.Header.Set("X-Hold", "1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		done <- answer{string(b), err}
+	}()
+	<-inB // b's handler runs, on a recorder that may be a's, recycled
+	type wrote struct {
+		n   int
+		err error
+	}
+	late := make(chan wrote, 1)
+	go func() {
+		mu.Lock()
+		defer mu.Unlock()
+		n, err := io.WriteString(kept, " LATE WRITE FROM a")
+		late <- wrote{n, err}
+	}()
+	var n int
+	var err error
+	select {
+	case w := <-late:
+		n, err = w.n, w.err
+	case <-time.After(5 * time.Second):
+		t.Fatal("the late write blocked: it reached another request's writer")
+	}
+	assert.Zero(t, n)
+	assert.Error(t, err, "a write after the handler returned must fail")
+	close(releaseB)
+	got := <-done
+	require.NoError(t, got.err)
+	assert.Equal(t, `answer "b"`, got.body, "b's client got only b's answer")
+	_, replay := postWithKey(t, srv.URL, "b", "{}")
+	assert.Equal(t, `answer "b"`, replay, "b's stored response is only b's")
+}
