@@ -3,7 +3,6 @@ package redis_test
 import (
 	"bytes"
 	"context"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,7 +11,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/idemkit/idemkit/internal/testenv"
+	"github.com/idemkit/idemkit/internal/testredis"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/redis"
 )
@@ -27,19 +26,7 @@ import (
 // of INFO commandstats' usec over every command, in interleaved batches,
 // the median batch of each.
 func TestCompleteServerCost(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a redis-server process")
-	}
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if testenv.InCI() {
-			t.Fatal("redis-server is not on PATH; CI needs it (bash .ci/run installs it)")
-		}
-		t.Skip("redis-server is not on PATH")
-	}
-	port := startRedis(t, bin, t.TempDir(), "cost")
-	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port)})
-	t.Cleanup(func() { c.Close() })
+	c := privateClient(t, "cost")
 	ctx := context.Background()
 	s := redis.MustNew(t, c, redis.WithEvictionCheck(false))
 	floor := goredis.NewScript(`redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1`)
@@ -105,6 +92,16 @@ func TestCompleteServerCost(t *testing.T) {
 	}
 }
 
+// privateClient returns a client of a redis-server of t's own (skipped
+// where there is no redis-server, and under -short).
+func privateClient(t *testing.T, name string) *goredis.Client {
+	t.Helper()
+	port := startRedis(t, testredis.Binary(t), t.TempDir(), name)
+	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port)})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // cmdStat is one line of INFO commandstats.
 type cmdStat struct {
 	calls int
@@ -167,19 +164,7 @@ return 1
 // EVAL). It logs the server time per call of store and raw, from INFO
 // commandstats.
 func TestSmallCompleteServerOps(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a redis-server process")
-	}
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if testenv.InCI() {
-			t.Fatal("redis-server is not on PATH; CI needs it (bash .ci/run installs it)")
-		}
-		t.Skip("redis-server is not on PATH")
-	}
-	port := startRedis(t, bin, t.TempDir(), "ops")
-	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port)})
-	t.Cleanup(func() { c.Close() })
+	c := privateClient(t, "ops")
 	ctx := context.Background()
 	s := redis.MustNew(t, c, redis.WithEvictionCheck(false), redis.WithPersistenceCheck(false))
 	resp := bytes.Repeat([]byte("r"), 100)
