@@ -93,7 +93,7 @@ func (s *Store) runOne(ctx context.Context, o op) (opResult, error) {
 		cur, set, err := s.setNX(ctx, o.rk, o.val, o.ms)
 		return opResult{cur: cur, set: set}, err
 	case opComplete:
-		n, err := s.run(ctx, completeScript, o.rk, string(o.token), encodeTime(o.at), o.response, o.ms).Int64()
+		n, err := s.complete(ctx, o.rk, o.token, o.response, o.at, o.ms)
 		return opResult{n: n}, err
 	}
 	return opResult{}, errors.New("unknown coalesced operation")
@@ -104,7 +104,7 @@ func (s *Store) runOne(ctx context.Context, o op) (opResult, error) {
 // for the single-key code's handling (NOSCRIPT, a syntax error from a
 // server before Redis 7.0) is run again alone, after the pipeline.
 func (s *Store) runMany(ctx context.Context, calls []*coalesce.Call[op, opResult]) {
-	cmds := make([]*goredis.Cmd, len(calls))
+	cmds := make([]goredis.Cmder, len(calls))
 	p := s.client.Pipeline()
 	for i, c := range calls {
 		o := c.Req
@@ -113,10 +113,13 @@ func (s *Store) runMany(ctx context.Context, calls []*coalesce.Call[op, opResult
 			if s.noSetGet.Load() {
 				continue // the script fallback: alone, below
 			}
-			cmds[i] = p.Do(ctx, "set", o.rk, o.val, "nx", "get", "px", o.ms)
+			cmds[i] = newSetNX(ctx, o.rk, o.val, o.ms)
 		case opComplete:
-			cmds[i] = completeScript.EvalSha(ctx, p, []string{o.rk}, string(o.token), encodeTime(o.at), o.response, o.ms)
+			cmds[i] = newComplete(ctx, o.rk, o.token, o.response, o.at, o.ms)
+		default:
+			continue // runOne reports it, below
 		}
+		_ = p.Process(ctx, cmds[i])
 	}
 	if p.Len() > 0 {
 		_, _ = p.Exec(ctx) // each command carries its own error
@@ -129,7 +132,7 @@ func (s *Store) runMany(ctx context.Context, calls []*coalesce.Call[op, opResult
 		}
 		switch c.Req.kind {
 		case opClaim:
-			cur, err := cmd.Text()
+			cur, err := cmd.(*goredis.StringCmd).Result()
 			switch {
 			case errors.Is(err, goredis.Nil):
 				c.Set(opResult{set: true}, nil)
@@ -141,7 +144,7 @@ func (s *Store) runMany(ctx context.Context, calls []*coalesce.Call[op, opResult
 				c.Set(opResult{}, err)
 			}
 		case opComplete:
-			n, err := cmd.Int64()
+			n, err := cmd.(*goredis.IntCmd).Result()
 			if err != nil && goredis.HasErrorPrefix(err, "NOSCRIPT") {
 				c.Set(s.runOne(c.Context(), c.Req)) // Run loads the script
 				continue

@@ -50,19 +50,18 @@ var errCorrupt = errors.New("not an idemkit record")
 // encode returns the stored value for a record. The caller has validated
 // token and fingerprint with the store package's checks.
 func encode(status byte, token store.Token, fingerprint string, at int64, response []byte) string {
-	var b strings.Builder
-	b.Grow(headerSize + len(token) + len(fingerprint) + len(response))
-	var h [headerSize]byte
-	h[0] = codecVersion
-	h[offStatus] = status
-	h[offTokLen] = byte(len(token))
-	binary.BigEndian.PutUint16(h[offFPLen:], uint16(len(fingerprint)))
-	binary.BigEndian.PutUint64(h[offTime:], uint64(at))
-	b.Write(h[:])
-	b.WriteString(string(token))
-	b.WriteString(fingerprint)
-	b.Write(response)
-	return b.String()
+	b := appendRecord(make([]byte, 0, headerSize+len(token)+len(fingerprint)+len(response)), status, token, fingerprint, at, response)
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// appendRecord appends the stored value for a record to b.
+func appendRecord(b []byte, status byte, token store.Token, fingerprint string, at int64, response []byte) []byte {
+	b = append(b, codecVersion, status, byte(len(token)))
+	b = binary.BigEndian.AppendUint16(b, uint16(len(fingerprint)))
+	b = binary.BigEndian.AppendUint64(b, uint64(at))
+	b = append(b, token...)
+	b = append(b, fingerprint...)
+	return append(b, response...)
 }
 
 // encodeTime returns the 8 bytes of the time field, as the completion script

@@ -3,7 +3,6 @@ package redis_test
 import (
 	"bytes"
 	"context"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,7 +11,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/idemkit/idemkit/internal/testenv"
+	"github.com/idemkit/idemkit/internal/testredis"
 	"github.com/idemkit/idemkit/store"
 	"github.com/idemkit/idemkit/store/redis"
 )
@@ -27,19 +26,7 @@ import (
 // of INFO commandstats' usec over every command, in interleaved batches,
 // the median batch of each.
 func TestCompleteServerCost(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a redis-server process")
-	}
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if testenv.InCI() {
-			t.Fatal("redis-server is not on PATH; CI needs it (bash .ci/run installs it)")
-		}
-		t.Skip("redis-server is not on PATH")
-	}
-	port := startRedis(t, bin, t.TempDir(), "cost")
-	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port)})
-	t.Cleanup(func() { c.Close() })
+	c := privateClient(t, "cost")
 	ctx := context.Background()
 	s := redis.MustNew(t, c, redis.WithEvictionCheck(false))
 	floor := goredis.NewScript(`redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1`)
@@ -103,4 +90,182 @@ func TestCompleteServerCost(t *testing.T) {
 	if st > fl/2 {
 		t.Errorf("Complete costs the server %.2f× the least script, want at most 0.5×", st/fl)
 	}
+}
+
+// privateClient returns a client of a redis-server of t's own (skipped
+// where there is no redis-server, and under -short).
+func privateClient(t *testing.T, name string) *goredis.Client {
+	t.Helper()
+	port := startRedis(t, testredis.Binary(t), t.TempDir(), name)
+	c := goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port)})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// cmdStat is one line of INFO commandstats.
+type cmdStat struct {
+	calls int
+	usec  float64
+}
+
+// commandStats returns INFO commandstats by command name (lower case,
+// without the cmdstat_ prefix), CONFIG itself left out.
+func commandStats(t *testing.T, c *goredis.Client) map[string]cmdStat {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats := map[string]cmdStat{}
+	for _, l := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(l), ":")
+		name, isCmd := strings.CutPrefix(name, "cmdstat_")
+		if !ok || !isCmd || strings.HasPrefix(name, "config") {
+			continue
+		}
+		var st cmdStat
+		for _, f := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "calls":
+				st.calls, err = strconv.Atoi(v)
+			case "usec":
+				st.usec, err = strconv.ParseFloat(v, 64)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		stats[name] = st
+	}
+	return stats
+}
+
+// rawComplete is the least a hand-written token-checked completion does:
+// GET, compare the token, SET the value the client built (it knows the
+// fingerprint) with PX. ARGV[1] is the token, ARGV[2] the value, ARGV[3]
+// the retention in milliseconds.
+var rawComplete = goredis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if not cur or string.sub(cur, 14, 13 + #ARGV[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1
+`)
+
+// TestSmallCompleteServerOps: on a Redis of its own, a Claim of a new key
+// is one SET and the Complete of a small response one script run that
+// calls GET and SET once each, nothing else (the record layout needs no
+// more: the script checks the token and status and keeps the fingerprint,
+// and SET ... PX writes the completed value with its retention), exactly as
+// much as the least hand-written token-checked completion (rawComplete). A
+// retried Complete reads and writes nothing more than the GET; a response
+// above 1 KiB takes DEL, SETRANGE and PEXPIRE and ends up the same record.
+// The first Complete meets a server without the script (NOSCRIPT, then
+// EVAL). It logs the server time per call of store and raw, from INFO
+// commandstats.
+func TestSmallCompleteServerOps(t *testing.T) {
+	c := privateClient(t, "ops")
+	ctx := context.Background()
+	s := redis.MustNew(t, c, redis.WithEvictionCheck(false), redis.WithPersistenceCheck(false))
+	resp := bytes.Repeat([]byte("r"), 100)
+	tok := store.NewToken()
+	fp := strings.Repeat("f", 64)
+	const n = 200
+	if err := rawComplete.Load(ctx, c).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Warm up: the first Complete loads the script.
+	if _, err := s.Claim(ctx, "warm", fp, tok, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Complete(ctx, "warm", tok, resp, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+
+	c.ConfigResetStat(ctx)
+	for i := range n {
+		if _, err := s.Claim(ctx, "k"+strconv.Itoa(i), fp, tok, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim := commandStats(t, c)
+	c.ConfigResetStat(ctx)
+	for i := range n {
+		if err := s.Complete(ctx, "k"+strconv.Itoa(i), tok, resp, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	complete := commandStats(t, c)
+	want := map[string]int{"evalsha": n, "get": n, "set": n}
+	for name, st := range complete {
+		if st.calls != want[name] {
+			t.Errorf("%d Completes ran %s %d times, want %d (all: %v)", n, name, st.calls, want[name], complete)
+		}
+	}
+	if len(claim) != 1 || claim["set"].calls != n {
+		t.Errorf("%d Claims of new keys ran %v, want %d SETs and nothing else", n, claim, n)
+	}
+	got, err := s.Get(ctx, "k0")
+	if err != nil || got.Status != store.StatusCompleted || got.Fingerprint != fp || !bytes.Equal(got.Response, resp) {
+		t.Fatalf("completed record = %+v, %v", got, err)
+	}
+	c.ConfigResetStat(ctx)
+	if err := s.Complete(ctx, "k0", tok, []byte("second"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if retried := commandStats(t, c); len(retried) != 2 || retried["get"].calls != 1 {
+		t.Errorf("a retried Complete ran %v, want EVALSHA and its GET only", retried)
+	}
+
+	// Above 1 KiB the script keeps the response out of Lua strings it
+	// builds: DEL, SETRANGE twice, PEXPIRE, and the same record.
+	large := bytes.Repeat([]byte("L"), 32<<10)
+	if _, err := s.Claim(ctx, "large", fp, tok, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	c.ConfigResetStat(ctx)
+	if err := s.Complete(ctx, "large", tok, large, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	want = map[string]int{"evalsha": 1, "get": 1, "del": 1, "setrange": 2, "pexpire": 1}
+	for name, st := range commandStats(t, c) {
+		if st.calls != want[name] {
+			t.Errorf("a Complete of 32 KiB ran %s %d times, want %d", name, st.calls, want[name])
+		}
+	}
+	got, err = s.Get(ctx, "large")
+	if err != nil || got.Status != store.StatusCompleted || got.Fingerprint != fp || !bytes.Equal(got.Response, large) {
+		t.Fatalf("completed record = %v %q, %v", got.Status, got.Fingerprint, err)
+	}
+	if ttl := c.PTTL(ctx, "idem:large").Val(); ttl <= 0 || ttl > time.Minute {
+		t.Errorf("TTL of the large record = %v, want the retention", ttl)
+	}
+
+	// Raw: the same claims by hand, and rawComplete.
+	val := func(status byte, i int) string {
+		b := []byte{1, status, byte(len(tok)), 0, byte(len(fp)), 0, 0, 0, 0, 0, 0, 0, 0}
+		b = append(append(b, tok...), fp...)
+		if status == 2 {
+			b = append(b, resp...)
+		}
+		return string(b)
+	}
+	c.ConfigResetStat(ctx)
+	for i := range n {
+		if err := c.Do(ctx, "set", "raw"+strconv.Itoa(i), val(1, i), "nx", "get", "px", 60000).Err(); err != goredis.Nil {
+			t.Fatal(err)
+		}
+	}
+	rawClaim := commandStats(t, c)
+	c.ConfigResetStat(ctx)
+	for i := range n {
+		if r, err := rawComplete.EvalSha(ctx, c, []string{"raw" + strconv.Itoa(i)}, string(tok), val(2, i), 60000).Int64(); err != nil || r != 1 {
+			t.Fatal(r, err)
+		}
+	}
+	rawDone := commandStats(t, c)
+	per := func(st cmdStat) float64 { return st.usec / float64(max(st.calls, 1)) }
+	t.Logf("server µs per call: claim SET %.2f (raw %.2f); Complete EVALSHA %.2f (raw %.2f), of which GET %.2f, SET %.2f (raw %.2f, %.2f)",
+		per(claim["set"]), per(rawClaim["set"]), per(complete["evalsha"]), per(rawDone["evalsha"]),
+		per(complete["get"]), per(complete["set"]), per(rawDone["get"]), per(rawDone["set"]))
 }

@@ -171,10 +171,9 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 	if err := s.begin(ctx); err != nil {
 		return store.Claim{}, fmt.Errorf("redis: claim: %w", err)
 	}
-	rk := s.prefix + key
 	ms := millis(lease)
 	at := s.now().UnixMilli() + ms
-	val := encode(statusInProgress, token, fingerprint, at, nil)
+	rk, val := s.keyAndClaim(key, token, fingerprint, at)
 	mine := store.Claim{Outcome: store.Acquired, Record: store.Record{
 		Key:         key,
 		Fingerprint: fingerprint,
@@ -250,7 +249,9 @@ func (s *Store) setNX(ctx context.Context, rk, val string, ms int64) (cur string
 		return s.setNXWait(ctx, rk, val, ms)
 	}
 	if !s.noSetGet.Load() {
-		cur, err = s.client.Do(ctx, "set", rk, val, "nx", "get", "px", ms).Text()
+		cmd := newSetNX(ctx, rk, val, ms)
+		_ = s.client.Process(ctx, cmd)
+		cur, err = cmd.Result()
 		switch {
 		case errors.Is(err, goredis.Nil):
 			return "", true, nil
@@ -314,7 +315,7 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 		r, err = s.batch.Do(ctx, op{kind: opComplete, rk: rk, token: token, at: at, response: response, ms: ms})
 		n = r.n
 	} else {
-		n, err = s.run(ctx, completeScript, rk, string(token), encodeTime(at), response, ms).Int64()
+		n, err = s.complete(ctx, rk, token, response, at, ms)
 	}
 	if err != nil {
 		return s.fail(ctx, "complete", err)
@@ -327,6 +328,15 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 		return fmt.Errorf("redis: complete: key %q: %w", key, store.ErrLeaseLost)
 	}
 	return fmt.Errorf("redis: complete: key %q: %w", key, errCorrupt)
+}
+
+// complete runs completeScript on rk: the command of newComplete, or with
+// WithReplicas the script followed by WAIT (run).
+func (s *Store) complete(ctx context.Context, rk string, token store.Token, response []byte, at, ms int64) (int64, error) {
+	if s.waiting() {
+		return s.run(ctx, completeScript, rk, string(token), encodeTime(at), response, ms).Int64()
+	}
+	return s.runComplete(ctx, rk, token, response, at, ms)
 }
 
 // watchedComplete is the response size from which Complete keeps the
