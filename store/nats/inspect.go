@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/idemkit/idemkit/store"
@@ -77,6 +78,31 @@ func (r record) entry(key string, stamp time.Time, over bool) store.Entry {
 // eachEntry calls f with the entry of every record whose key starts with
 // prefix, skipping markers and the store's own entries.
 func (s *Store) eachEntry(ctx context.Context, prefix string, f func(store.Entry)) error {
+	// A bucket's stream that is electing a leader (a new bucket on a
+	// cluster, a failover) answers no one for a moment: the read is tried
+	// again, for up to inspectRetry, as long as it has offered nothing yet
+	// (so no entry is offered twice).
+	offered := false
+	g := func(e store.Entry) { offered = true; f(e) }
+	deadline := time.Now().Add(inspectRetry)
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		err := s.eachEntryOnce(ctx, prefix, g)
+		if err == nil || offered || time.Now().After(deadline) ||
+			!(errors.Is(err, natsgo.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// inspectRetry bounds how long a look inside waits for a stream leader.
+const inspectRetry = 5 * time.Second
+
+func (s *Store) eachEntryOnce(ctx context.Context, prefix string, f func(store.Entry)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
