@@ -53,6 +53,16 @@ func CheckRelease(key string, token Token) error {
 	return checkKeyToken(key, token)
 }
 
+// CheckRenew validates the arguments of Store.Renew: the key and the token
+// as CheckClaim checks them, and a positive lease. The error wraps
+// ErrInvalid.
+func CheckRenew(key string, token Token, lease time.Duration) error {
+	if err := checkKeyToken(key, token); err != nil {
+		return err
+	}
+	return checkDuration("lease", lease)
+}
+
 // CheckKey validates a key, as for Store.Get: not empty, at most MaxKeyLen
 // bytes, valid UTF-8 without NUL. The error wraps ErrInvalid.
 func CheckKey(key string) error {

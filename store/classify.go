@@ -45,3 +45,28 @@ func Classify(r Record, fingerprint string, token Token, now time.Time) Finding 
 	}
 	return Finding{Outcome: InProgress}
 }
+
+// Successor returns the Attempt and Fence of a claim that acquires a key at
+// now, as every backend computes them (in Go, SQL or a server script):
+//
+//   - no record stored under the key: Attempt 1, Fence max(1, now in µs);
+//   - the caller's own live lease (a re-entrant Claim): prev's Attempt and
+//     Fence, unchanged;
+//   - a lapsed lease (in progress, ExpiresAt not after now), taken over:
+//     prev.Attempt+1, and Fence max(prev.Fence+1, now in µs);
+//   - a completed record whose retention is over: Attempt 1, and Fence
+//     max(prev.Fence+1, now in µs).
+//
+// found says whether prev is a stored record; now is the store's clock.
+func Successor(prev Record, found bool, token Token, now time.Time) (attempt uint32, fence uint64) {
+	clock := uint64(max(now.UnixMicro(), 0))
+	switch {
+	case !found:
+		return 1, max(clock, 1)
+	case prev.ExpiresAt.After(now) && prev.Status == StatusInProgress && prev.Token == token:
+		return prev.Attempt, prev.Fence
+	case prev.Status == StatusInProgress:
+		return max(prev.Attempt, 1) + 1, max(prev.Fence+1, clock)
+	}
+	return 1, max(prev.Fence+1, clock)
+}

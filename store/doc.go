@@ -28,6 +28,9 @@
 //	Complete(k, t, resp)   absent, or another token's record        ErrLeaseLost, nothing changes
 //	Release(k, t)          in progress by t                         absent
 //	Release(k, t)          anything else                            nil, nothing changes
+//	Renew(k, t, lease)     in progress by t, lease live             nil, lease extended to now+lease
+//	Renew(k, t, lease)     anything else (absent, lapsed, released,  ErrLeaseLost, nothing changes: never creates
+//	                       completed, another token's lease)        or revives a record
 //	Get(k)                 live record                              the record
 //	Get(k)                 absent                                   ErrNotFound
 //
@@ -39,6 +42,16 @@
 //     (a unique index, SET NX, a mutex held across check and write) may decide
 //     this, never a read followed by a separate write.
 //   - Every call is itself safe to retry after a lost reply.
+//   - Every claim that acquires a key sets the record's Attempt and Fence
+//     as Successor says: a takeover of a lapsed lease counts one more
+//     attempt and gets a larger fence than the lease it took over, so the
+//     work can tell it is a takeover (Claim.Takeover) and downstream writes
+//     can refuse the stale holder. To count takeovers a store keeps a
+//     lapsed record until it is taken over or purged; a store whose server
+//     deletes records by itself keeps it for a while after its lease (see
+//     the backend's documentation) and counts from 1 again after that.
+//   - Renewal is Renew, never a Claim: a heartbeat that arrives after the
+//     holder released its key must not bring the key back.
 //   - After a lease lapses, Complete by the old token may fail with
 //     ErrLeaseLost; once another token has claimed the key it must fail, and
 //     the new holder's record is left untouched (fencing).

@@ -235,6 +235,9 @@ type Entry struct {
 	// ExpiresAt is when the record stops holding its key: the end of the
 	// lease, or of the retention once completed.
 	ExpiresAt time.Time
+	// Attempt and Fence are the record's (Record.Attempt, Record.Fence).
+	Attempt uint32
+	Fence   uint64
 }
 
 // NewEntry returns the Entry of r at now, as the store's clock reads it.
@@ -246,6 +249,8 @@ func NewEntry(r Record, now time.Time) Entry {
 		FingerprintSize: len(r.Fingerprint),
 		ResponseSize:    len(r.Response),
 		ExpiresAt:       r.ExpiresAt,
+		Attempt:         r.Attempt,
+		Fence:           r.Fence,
 	}
 	if r.Status == StatusInProgress {
 		e.LockedUntil = r.ExpiresAt

@@ -38,6 +38,16 @@ type Store interface {
 	// completed record.
 	Release(ctx context.Context, key string, token Token) error
 
+	// Renew extends the lease that token holds on key to lease from now, as
+	// a heartbeat while the work runs. It never creates a record and never
+	// revives a lease that is over: when token does not hold a live lease on
+	// key (the key is absent, released, lapsed, completed, or held by
+	// another token) it returns ErrLeaseLost and changes nothing. A renewal
+	// that reaches the store after the holder released the key therefore
+	// leaves the key free for the retry the release was for. Renew keeps
+	// the record's Attempt and Fence.
+	Renew(ctx context.Context, key string, token Token, lease time.Duration) error
+
 	// Get returns the live record for key, or ErrNotFound when the key is
 	// absent (never claimed, released, expired, or its lease lapsed).
 	Get(ctx context.Context, key string) (Record, error)
@@ -86,6 +96,22 @@ type Record struct {
 	// ExpiresAt and absent from that instant on: at exactly ExpiresAt (or
 	// LockedUntil) a Claim by another token acquires the key.
 	ExpiresAt time.Time
+	// Attempt counts the claims that acquired the key for this record: 1
+	// for the claim that created it, one more for each claim that took over
+	// a lapsed lease (a takeover: the earlier holder may have acted before
+	// it lost the key). A re-entrant Claim and Renew keep it; a completed
+	// record keeps the Attempt of the claim that completed it. A key that
+	// was released, or whose retention ended, starts again at 1.
+	Attempt uint32
+	// Fence is a number that grows for the key with every claim that
+	// acquires it, so that the work can pass it to its own writes and a
+	// downstream system can refuse a stale holder (WHERE fence < $new).
+	// A claim that acquires the key sets it to Successor's value: larger
+	// than the fence of the record it replaces, and at least the store's
+	// clock in microseconds since the Unix epoch, so that it keeps growing
+	// across a release or a purge while that clock moves forward. A
+	// re-entrant Claim and Renew keep it.
+	Fence uint64
 }
 
 // Outcome says what a Claim found.
@@ -128,6 +154,13 @@ type Claim struct {
 	Outcome Outcome
 	Record  Record
 }
+
+// Takeover reports whether c acquired the key by taking over a lapsed
+// lease (Record.Attempt above 1): an earlier holder ran the work for this
+// key and lost its lease before it completed, so the effect may already
+// have happened. The work should look it up (ask the payment provider by
+// key, say) before acting again.
+func (c Claim) Takeover() bool { return c.Outcome == Acquired && c.Record.Attempt > 1 }
 
 // Purger is implemented by stores that can delete records on demand. Stores
 // whose engine expires records by itself (Redis) need not implement it.
