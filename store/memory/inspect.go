@@ -99,6 +99,8 @@ func (e *entry) entry(key string, now int64) store.Entry {
 		FingerprintSize: len(e.fingerprint),
 		ResponseSize:    len(e.response),
 		ExpiresAt:       time.Unix(0, e.expiresAt),
+		Attempt:         e.attempt,
+		Fence:           e.fence,
 	}
 	if e.status == store.StatusInProgress {
 		x.LockedUntil = x.ExpiresAt

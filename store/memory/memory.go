@@ -54,6 +54,8 @@ type entry struct {
 	token       store.Token
 	response    []byte
 	expiresAt   int64
+	fence       uint64
+	attempt     uint32
 	status      store.Status
 }
 
@@ -167,7 +169,10 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 	}
 	switch {
 	case f.Lapsed:
-		e = entry{fingerprint: fingerprint, token: token, expiresAt: addNanos(now, lease), status: store.StatusInProgress}
+		// The attempt and fence follow the record this claim replaces, if any.
+		prev := store.Record{Status: e.status, Token: e.token, ExpiresAt: time.Unix(0, e.expiresAt), Attempt: e.attempt, Fence: e.fence}
+		attempt, fence := store.Successor(prev, ok, token, time.Unix(0, now))
+		e = entry{fingerprint: fingerprint, token: token, expiresAt: addNanos(now, lease), status: store.StatusInProgress, attempt: attempt, fence: fence}
 		sh.m[key] = e
 	case f.Write: // in progress by this token: renew the lease
 		e.expiresAt = addNanos(now, lease)
@@ -234,6 +239,29 @@ func (s *Store) Release(ctx context.Context, key string, token store.Token) erro
 		delete(sh.m, key)
 	}
 	sh.mu.Unlock()
+	return nil
+}
+
+// Renew implements store.Store: it extends a live lease that token holds,
+// and otherwise returns store.ErrLeaseLost and changes nothing.
+func (s *Store) Renew(ctx context.Context, key string, token store.Token, lease time.Duration) error {
+	if err := store.CheckRenew(key, token, lease); err != nil {
+		return fmt.Errorf("memory: renew: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("memory: renew: %w", err)
+	}
+	h, _ := keyOK(key)
+	now := s.clock()
+	sh := s.shard(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e, live := sh.get(key, now)
+	if !live || e.status != store.StatusInProgress || e.token != token {
+		return fmt.Errorf("memory: renew %q: %w", key, store.ErrLeaseLost)
+	}
+	e.expiresAt = addNanos(now, lease)
+	sh.m[key] = e
 	return nil
 }
 
@@ -333,6 +361,7 @@ func (e *entry) fill(r *store.Record, key string) {
 	r.Status = e.status
 	r.Token = e.token
 	r.ExpiresAt = time.Unix(0, e.expiresAt)
+	r.Attempt, r.Fence = e.attempt, e.fence
 	if e.status == store.StatusInProgress {
 		r.LockedUntil = r.ExpiresAt
 	} else {
