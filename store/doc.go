@@ -19,15 +19,15 @@
 //
 //	call                   state of the key                         result
 //	Claim(k, fp, t)        absent                                   Acquired: in progress held by t until now+lease
-//	Claim(k, fp, t)        in progress by t, same fp                Acquired again, lease renewed (re-entrant; a heartbeat)
+//	Claim(k, fp, t)        in progress by t, same fp                Acquired again, lease renewed (re-entrant)
 //	Claim(k, fp, t)        in progress by another token, lease live InProgress, with the record
 //	Claim(k, fp, t)        completed, same fp                       Completed, with the record: replay Record.Response
 //	Claim(k, fp2, t)       live record with another fingerprint     Mismatch (checked before in progress)
 //	Complete(k, t, resp)   in progress by t                         completed, kept until now+retention
 //	Complete(k, t, resp)   completed by t                           nil: a retried Complete succeeds, FIRST response and retention kept
 //	Complete(k, t, resp)   absent, or another token's record        ErrLeaseLost, nothing changes
-//	Release(k, t)          in progress by t                         absent
-//	Release(k, t)          anything else                            nil, nothing changes
+//	Release(k, t)          in progress by t, lease live             absent
+//	Release(k, t)          anything else (a lapsed lease too)       nil, nothing changes
 //	Renew(k, t, lease)     in progress by t, lease live             nil, lease extended to now+lease
 //	Renew(k, t, lease)     anything else (absent, lapsed, released,  ErrLeaseLost, nothing changes: never creates
 //	                       completed, another token's lease)        or revives a record
@@ -47,11 +47,11 @@
 //     attempt and gets a larger fence than the lease it took over, so the
 //     work can tell it is a takeover (Claim.Takeover) and downstream writes
 //     can refuse the stale holder. To count takeovers a store keeps a
-//     lapsed record until it is taken over or purged; a store whose server
-//     deletes records by itself keeps it for a while after its lease (see
-//     the backend's documentation) and counts from 1 again after that.
-//   - Renewal is Renew, never a Claim: a heartbeat that arrives after the
-//     holder released its key must not bring the key back.
+//     lapsed record for LapsedKept after its lease (Purge and a server's
+//     own expiry leave it until then) and counts from 1 again after that.
+//     A release says the work had no effect: the next claim counts from 1.
+//   - Renewal is Store.Renew, never a Claim: a heartbeat that arrives
+//     after the holder released its key must not bring the key back.
 //   - After a lease lapses, Complete by the old token may fail with
 //     ErrLeaseLost; once another token has claimed the key it must fail, and
 //     the new holder's record is left untouched (fencing).

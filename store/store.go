@@ -45,7 +45,8 @@ type Store interface {
 	// another token) it returns ErrLeaseLost and changes nothing. A renewal
 	// that reaches the store after the holder released the key therefore
 	// leaves the key free for the retry the release was for. Renew keeps
-	// the record's Attempt and Fence.
+	// the record's Attempt and Fence. Its arguments are checked as
+	// CheckRenew checks them.
 	Renew(ctx context.Context, key string, token Token, lease time.Duration) error
 
 	// Get returns the live record for key, or ErrNotFound when the key is
@@ -162,11 +163,19 @@ type Claim struct {
 // key, say) before acting again.
 func (c Claim) Takeover() bool { return c.Outcome == Acquired && c.Record.Attempt > 1 }
 
+// LapsedKept is how long every backend keeps a record whose lease lapsed
+// and that no claim took over: Purge, a sweep or the server's own expiry
+// deletes it only once its lease is LapsedKept behind it. Until then the
+// record is absent to Claim and Get as any lapsed lease is, but the claim
+// that takes it over counts one attempt more (Record.Attempt) and an
+// Inspector lists it as lapsed. After that a claim counts from 1 again.
+const LapsedKept = 24 * time.Hour
+
 // Purger is implemented by stores that can delete records on demand. Stores
 // whose engine expires records by itself (Redis) need not implement it.
 type Purger interface {
 	// Purge deletes records whose retention is over and in-progress records
-	// whose lease has lapsed, in bounded batches so it never blocks other
+	// whose lease lapsed more than LapsedKept ago, in bounded batches so it never blocks other
 	// callers for long, and reports how many it deleted. It stops early with
 	// ctx's error when ctx is done; what was deleted stays deleted.
 	Purge(ctx context.Context) (int64, error)

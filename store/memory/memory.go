@@ -242,7 +242,7 @@ func (s *Store) Release(ctx context.Context, key string, token store.Token) erro
 	return nil
 }
 
-// Renew implements store.Store: it extends a live lease that token holds,
+// Renew implements store.Renewer: it extends a live lease that token holds,
 // and otherwise returns store.ErrLeaseLost and changes nothing.
 func (s *Store) Renew(ctx context.Context, key string, token store.Token, lease time.Duration) error {
 	if err := store.CheckRenew(key, token, lease); err != nil {
@@ -289,8 +289,8 @@ func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
 	return r, nil
 }
 
-// Purge deletes every record whose lease lapsed or whose retention is over,
-// one shard at a time, and reports how many it deleted. It implements
+// Purge deletes every record whose retention is over, or whose lease lapsed
+// more than store.LapsedKept ago, one shard at a time, and reports how many it deleted. It implements
 // store.Purger.
 func (s *Store) Purge(ctx context.Context) (int64, error) {
 	var n int64
@@ -301,8 +301,9 @@ func (s *Store) Purge(ctx context.Context) (int64, error) {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		now := s.clock()
+		lapsedBefore := now - int64(store.LapsedKept)
 		for k, e := range sh.m {
-			if e.expiresAt <= now {
+			if e.expiresAt <= now && (e.status != store.StatusInProgress || e.expiresAt <= lapsedBefore) {
 				delete(sh.m, k)
 				n++
 			}
