@@ -196,6 +196,9 @@ type Event struct {
 	// NotKept is set on Completed and Replayed when the response was too
 	// large to keep.
 	NotKept bool
+	// Attempt is the attempt that acquired the key (Acquired); zero
+	// otherwise.
+	Attempt Attempt
 }
 
 func (e *Engine) emit(ctx context.Context, ev Event) {
