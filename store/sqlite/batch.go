@@ -40,7 +40,8 @@ type writeReq struct {
 	ctx  context.Context
 	id   stmtID
 	args []any
-	n    int64 // rows affected
+	dest []any // for a statement that returns a row: where to scan it
+	n    int64 // rows affected (with dest: 1 for the row returned, 0 for none)
 	err  error
 	done chan struct{}
 }
@@ -78,14 +79,16 @@ func (q *writeQueue) remove(req *writeReq) bool {
 	return false
 }
 
-// submit runs one writing statement and returns the rows it changed.
-func (s *Store) submit(ctx context.Context, id stmtID, args []any) (int64, error) {
+// submit runs one writing statement and returns the rows it changed. For
+// a statement that returns a row (RETURNING), dest receives it and the
+// count is 1 when it returned one, 0 when none.
+func (s *Store) submit(ctx context.Context, id stmtID, args, dest []any) (int64, error) {
 	select {
 	case s.gate <- struct{}{}: // nobody is writing
-		return s.runFirst(ctx, id, args)
+		return s.runFirst(ctx, id, args, dest)
 	default:
 	}
-	req := &writeReq{ctx: ctx, id: id, args: args, done: make(chan struct{})}
+	req := &writeReq{ctx: ctx, id: id, args: args, dest: dest, done: make(chan struct{})}
 	s.queue.mu.Lock()
 	s.queue.reqs = append(s.queue.reqs, req)
 	s.queue.mu.Unlock()
@@ -140,16 +143,33 @@ func (s *Store) abandon(req *writeReq, reason func() error) (int64, error) {
 // runFirst runs the statement of a caller that found the gate open: alone,
 // as raw database/sql would, or at the head of a group when statements were
 // queued in the meantime. It opens the gate again.
-func (s *Store) runFirst(ctx context.Context, id stmtID, args []any) (int64, error) {
+func (s *Store) runFirst(ctx context.Context, id stmtID, args, dest []any) (int64, error) {
 	defer s.unlock()
 	if queued := s.queue.take(); len(queued) > 0 {
-		req := &writeReq{ctx: ctx, id: id, args: args, done: make(chan struct{})}
+		req := &writeReq{ctx: ctx, id: id, args: args, dest: dest, done: make(chan struct{})}
 		s.runBatch(append([]*writeReq{req}, queued...))
 		return req.n, req.err
 	}
 	st, err := s.stmts[id].get(ctx, s.db)
 	if err != nil {
 		return 0, err
+	}
+	return execStmt(ctx, st, args, dest)
+}
+
+// execStmt runs a writing statement and returns the rows it changed; for
+// one that returns a row (dest not nil) it scans that row into dest and
+// returns 1, or 0 when the statement returned none (changed nothing).
+func execStmt(ctx context.Context, st *sql.Stmt, args, dest []any) (int64, error) {
+	if dest != nil {
+		switch err := st.QueryRowContext(ctx, args...).Scan(dest...); {
+		case err == nil:
+			return 1, nil
+		case errors.Is(err, sql.ErrNoRows):
+			return 0, nil
+		default:
+			return 0, err
+		}
 	}
 	res, err := st.ExecContext(ctx, args...)
 	if err != nil {
@@ -226,12 +246,7 @@ func (s *Store) runAlone(r *writeReq) {
 		r.err = err
 		return
 	}
-	res, err := st.ExecContext(r.ctx, r.args...)
-	if err != nil {
-		r.err = err
-		return
-	}
-	r.n, r.err = res.RowsAffected()
+	r.n, r.err = execStmt(r.ctx, st, r.args, r.dest)
 }
 
 // runGrouped runs batch in one transaction. On failure it returns the error
@@ -263,10 +278,8 @@ func (s *Store) runGrouped(batch []*writeReq) (failed int, err error) {
 		if inTx[r.id] == nil {
 			inTx[r.id] = tx.StmtContext(ctx, stmts[r.id])
 		}
-		res, err := inTx[r.id].ExecContext(ctx, r.args...)
-		if err == nil {
-			r.n, err = res.RowsAffected()
-		}
+		n, err := execStmt(ctx, inTx[r.id], r.args, r.dest)
+		r.n = n
 		if err != nil {
 			_ = tx.Rollback()
 			return i, err

@@ -106,7 +106,7 @@ func TestFailedGroupRunsEachAlone(t *testing.T) {
 	}
 	wg.Go(func() {
 		// LIMIT 'many' is a datatype mismatch: this statement fails.
-		_, errs[2] = s.submit(t.Context(), stmtPurge, []any{int64(0), "many"})
+		_, errs[2] = s.submit(t.Context(), stmtPurge, []any{int64(0), "many", int64(0)}, nil)
 	})
 	for range 3 {
 		<-queued

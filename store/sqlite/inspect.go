@@ -14,7 +14,7 @@ import (
 var _ store.Inspector = (*Store)(nil)
 
 // inspectCols are the columns an Entry is built from, for scanEntry.
-const inspectCols = `key, token, status, length(CAST(fingerprint AS BLOB)), length(CAST(response AS BLOB)), locked_until, expires_at`
+const inspectCols = `key, token, status, length(CAST(fingerprint AS BLOB)), length(CAST(response AS BLOB)), locked_until, expires_at, attempt, fence`
 
 // List implements store.Inspector with one SELECT ... ORDER BY expires_at,
 // key LIMIT n, served by the table's index on expires_at (the range from
@@ -125,8 +125,10 @@ func scanEntry(rows *sql.Rows, now int64) (store.Entry, error) {
 		status        int64
 		fp, resp      sql.NullInt64
 		until, expire int64
+		attempt       int64
+		fence         int64
 	)
-	if err := rows.Scan(&e.Key, &token, &status, &fp, &resp, &until, &expire); err != nil {
+	if err := rows.Scan(&e.Key, &token, &status, &fp, &resp, &until, &expire, &attempt, &fence); err != nil {
 		return store.Entry{}, err
 	}
 	st := store.StatusInProgress
@@ -141,6 +143,7 @@ func scanEntry(rows *sql.Rows, now int64) (store.Entry, error) {
 	e.TokenHash = store.HashToken(store.Token(token))
 	e.FingerprintSize, e.ResponseSize = int(fp.Int64), int(resp.Int64)
 	e.ExpiresAt = fromMicros(expire)
+	e.Attempt, e.Fence = uint32(attempt), uint64(fence)
 	if st == store.StatusInProgress {
 		e.LockedUntil = fromMicros(until)
 	}

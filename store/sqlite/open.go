@@ -33,7 +33,8 @@ import (
 // pool has 8 connections (WithMaxConns).
 //
 // Open checks that the file is a SQLite database it can write, and, if the
-// table already exists, that it has the expected columns; it does not create
+// table already exists, that it has the expected columns (or is of an
+// earlier version that Migrate upgrades); it does not create or upgrade
 // the table: call Migrate.
 func Open(path string, opts ...Option) (*Store, error) {
 	if path == "" {
@@ -169,11 +170,15 @@ func (s *Store) checkOpen(ctx context.Context, memory, wantWAL bool, pragmas []p
 	if n == 0 {
 		return nil // Migrate will create it
 	}
-	if err := verifyTable(ctx, conn, s.table); err != nil {
+	missing, err := verifyTable(ctx, conn, s.table)
+	if err != nil {
 		return err
 	}
-	if memory {
-		return nil // the only connection is conn; Migrate prepares
+	if memory || len(missing) > 0 {
+		// The only connection is conn, or the table is of an earlier
+		// version that the statements do not fit yet: Migrate upgrades it
+		// and prepares them.
+		return nil
 	}
 	return s.prepareAll(ctx)
 }

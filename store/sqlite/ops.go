@@ -51,21 +51,24 @@ func (r runner) stmt(ctx context.Context, id stmtID) (*sql.Stmt, error) {
 // write runs a statement that writes and returns how many rows it changed:
 // through the Store's queue of writes (see batch.go), or in the transaction.
 func (r runner) write(ctx context.Context, id stmtID, args ...any) (int64, error) {
+	return r.writeRow(ctx, id, nil, args...)
+}
+
+// writeRow is write for a statement that returns a row when it changes one
+// (RETURNING): the row is scanned into dest, and the count is 1 when it
+// was returned, 0 when the statement changed nothing. A nil dest is write.
+func (r runner) writeRow(ctx context.Context, id stmtID, dest []any, args ...any) (int64, error) {
 	if r.s.onStmt != nil {
 		r.s.onStmt(id)
 	}
 	if r.tx == nil {
-		return r.s.submit(ctx, id, args)
+		return r.s.submit(ctx, id, args, dest)
 	}
 	st, err := r.stmt(ctx, id)
 	if err != nil {
 		return 0, err
 	}
-	res, err := st.ExecContext(ctx, args...)
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
+	return execStmt(ctx, st, args, dest)
 }
 
 // record runs a statement that reads key's row (stmtRead or stmtGet) and
@@ -135,12 +138,13 @@ func (r runner) claim(ctx context.Context, key, fingerprint string, token store.
 		now := micros(r.s.now())
 		until := now + durMicros(lease)
 		var (
-			n     int64
-			wrote bool
+			n              int64
+			wrote          bool
+			attempt, fence int64
 		)
 		if writeFirst {
 			writeFirst = false // a retry reads first
-			n, wrote, err = r.tryWrite(ctx, stmtClaim, []any{key, fingerprint, string(token), until, now})
+			n, wrote, err = r.tryWrite(ctx, stmtClaim, []any{key, fingerprint, string(token), until, now}, []any{&attempt, &fence})
 			if err != nil {
 				return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
 			}
@@ -156,7 +160,7 @@ func (r runner) claim(ctx context.Context, key, fingerprint string, token store.
 				return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
 			}
 			// Built here, not before the read: boxing them allocates.
-			if n, err = r.write(ctx, stmtClaim, key, fingerprint, string(token), until, now); err != nil {
+			if n, err = r.writeRow(ctx, stmtClaim, []any{&attempt, &fence}, key, fingerprint, string(token), until, now); err != nil {
 				return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
 			}
 		}
@@ -168,6 +172,8 @@ func (r runner) claim(ctx context.Context, key, fingerprint string, token store.
 				Token:       token,
 				LockedUntil: fromMicros(until),
 				ExpiresAt:   fromMicros(until),
+				Attempt:     uint32(attempt),
+				Fence:       uint64(fence),
 			}}, nil
 		}
 		// Taken by someone else (before or in between), or completed:
@@ -206,9 +212,10 @@ func (s *Store) hint(acquired bool) {
 // tryWrite runs a writing statement if it need not wait: in the
 // transaction, or through the write gate when the gate is open (as submit
 // does). ok is false, and nothing ran, when another write holds the gate.
-func (r runner) tryWrite(ctx context.Context, id stmtID, args []any) (n int64, ok bool, err error) {
+// dest is as for writeRow.
+func (r runner) tryWrite(ctx context.Context, id stmtID, args, dest []any) (n int64, ok bool, err error) {
 	if r.tx != nil {
-		n, err = r.write(ctx, id, args...)
+		n, err = r.writeRow(ctx, id, dest, args...)
 		return n, true, err
 	}
 	select {
@@ -216,7 +223,7 @@ func (r runner) tryWrite(ctx context.Context, id stmtID, args []any) (n int64, o
 		if r.s.onStmt != nil {
 			r.s.onStmt(id)
 		}
-		n, err = r.s.runFirst(ctx, id, args)
+		n, err = r.s.runFirst(ctx, id, args, dest)
 		return n, true, err
 	default:
 		return 0, false, nil
@@ -252,8 +259,9 @@ func (r runner) complete(ctx context.Context, key string, token store.Token, res
 }
 
 // Release gives up token's claim on key; see store.Store. It is one DELETE
-// guarded by key, token and status, so it never removes another claim or a
-// completed record.
+// guarded by key, token, status and liveness, so it never removes another
+// claim, a completed record, or the token's own lapsed lease (kept for the
+// attempt count of the claim that takes it over).
 func (s *Store) Release(ctx context.Context, key string, token store.Token) error {
 	return s.runner(ctx).release(ctx, key, token)
 }
@@ -265,8 +273,35 @@ func (r runner) release(ctx context.Context, key string, token store.Token) erro
 	if err := store.CheckRelease(key, token); err != nil {
 		return fmt.Errorf("sqlite: release: %w", err)
 	}
-	if _, err := r.write(ctx, stmtRelease, key, string(token)); err != nil {
+	if _, err := r.write(ctx, stmtRelease, key, string(token), micros(r.s.now())); err != nil {
 		return fmt.Errorf("sqlite: release: %w", err)
+	}
+	return nil
+}
+
+// Renew extends the live lease token holds on key to lease from now; see
+// store.Store. It is one UPDATE guarded by key, token, status and
+// liveness: when it changes no row (the key is absent, released, lapsed,
+// completed or another token's) it returns an error matching
+// store.ErrLeaseLost, having written nothing. Attempt and Fence stay.
+func (s *Store) Renew(ctx context.Context, key string, token store.Token, lease time.Duration) error {
+	return s.runner(ctx).renew(ctx, key, token, lease)
+}
+
+func (r runner) renew(ctx context.Context, key string, token store.Token, lease time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sqlite: renew: %w", err)
+	}
+	if err := store.CheckRenew(key, token, lease); err != nil {
+		return fmt.Errorf("sqlite: renew: %w", err)
+	}
+	now := micros(r.s.now())
+	n, err := r.write(ctx, stmtRenew, key, string(token), now, now+durMicros(lease))
+	if err != nil {
+		return fmt.Errorf("sqlite: renew: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("sqlite: renew %q: %w", key, store.ErrLeaseLost)
 	}
 	return nil
 }
@@ -297,8 +332,10 @@ func scanRecord(row *sql.Row, key string) (store.Record, error) {
 		token         string
 		status        int64
 		until, expire int64
+		attempt       int64
+		fence         int64
 	)
-	err := row.Scan(&rec.Fingerprint, &token, &status, &rec.Response, &until, &expire)
+	err := row.Scan(&rec.Fingerprint, &token, &status, &rec.Response, &until, &expire, &attempt, &fence)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Record{}, store.ErrNotFound
 	}
@@ -321,11 +358,13 @@ func scanRecord(row *sql.Row, key string) (store.Record, error) {
 	}
 	rec.LockedUntil = fromMicros(until)
 	rec.ExpiresAt = fromMicros(expire)
+	rec.Attempt, rec.Fence = uint32(attempt), uint64(fence)
 	return rec, nil
 }
 
 // Purge deletes records whose retention is over and in-progress records
-// whose lease has lapsed, at most the purge batch (WithPurgeBatch) per
+// whose lease lapsed more than store.LapsedKept ago (a lapsed record is
+// kept that long for the attempt count of the claim that takes it over), at most the purge batch (WithPurgeBatch) per
 // statement, each statement its own short write, until none is left. It
 // returns how many it deleted; when ctx is done it stops between batches.
 func (s *Store) Purge(ctx context.Context) (int64, error) {
@@ -338,7 +377,8 @@ func (r runner) purge(ctx context.Context) (int64, error) {
 		if err := ctx.Err(); err != nil {
 			return total, fmt.Errorf("sqlite: purge: %w", err)
 		}
-		n, err := r.write(ctx, stmtPurge, micros(r.s.now()), r.s.batch)
+		now := micros(r.s.now())
+		n, err := r.write(ctx, stmtPurge, now, r.s.batch, now-store.LapsedKept.Microseconds())
 		if err != nil {
 			return total, fmt.Errorf("sqlite: purge: %w", err)
 		}

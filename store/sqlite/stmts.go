@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -17,6 +19,7 @@ const (
 	stmtGet
 	stmtComplete
 	stmtRelease
+	stmtRenew
 	stmtPurge
 	stmtLock
 	numStmts
@@ -30,24 +33,37 @@ func buildQuery(id stmtID, t string) string {
 		// ?1 key, ?2 fingerprint, ?3 token, ?4 locked_until, ?5 now.
 		// Takes the key when it is absent (no row, retention over, lease
 		// lapsed) or already held by the same token for the same
-		// fingerprint (re-entrant renewal). Changes no row otherwise.
-		return `INSERT INTO ` + t + ` (key, fingerprint, token, status, response, locked_until, expires_at)
-VALUES (?1, ?2, ?3, 1, NULL, ?4, ?4)
+		// fingerprint (re-entrant renewal). Changes no row, and returns
+		// none, otherwise. attempt and fence follow store.Successor, from
+		// the row as it was (SET reads the old row): a live row passes the
+		// WHERE only as the caller's own lease (kept), a lapsed lease is
+		// taken over (one attempt more), a completed row whose retention
+		// is over starts again at attempt 1; the fence grows past the old
+		// one and is at least now. It returns the row's new attempt and
+		// fence.
+		return `INSERT INTO ` + t + ` (key, fingerprint, token, status, response, locked_until, expires_at, attempt, fence)
+VALUES (?1, ?2, ?3, 1, NULL, ?4, ?4, 1, max(?5, 1))
 ON CONFLICT (key) DO UPDATE SET
 	fingerprint = excluded.fingerprint,
 	token = excluded.token,
 	status = 1,
 	response = NULL,
 	locked_until = excluded.locked_until,
-	expires_at = excluded.expires_at
+	expires_at = excluded.expires_at,
+	attempt = CASE WHEN ` + t + `.expires_at > ?5 THEN ` + t + `.attempt
+		WHEN ` + t + `.status = 1 THEN max(` + t + `.attempt, 1) + 1
+		ELSE 1 END,
+	fence = CASE WHEN ` + t + `.expires_at > ?5 THEN ` + t + `.fence
+		ELSE max(` + t + `.fence + 1, ?5) END
 WHERE ` + t + `.expires_at <= ?5
-	OR (` + t + `.status = 1 AND ` + t + `.token = excluded.token AND ` + t + `.fingerprint = excluded.fingerprint)`
+	OR (` + t + `.status = 1 AND ` + t + `.token = excluded.token AND ` + t + `.fingerprint = excluded.fingerprint)
+RETURNING attempt, fence`
 	case stmtRead:
 		// ?1 key. The row as it is, live or not: Claim judges it.
-		return `SELECT fingerprint, token, status, response, locked_until, expires_at FROM ` + t + ` WHERE key = ?1`
+		return `SELECT fingerprint, token, status, response, locked_until, expires_at, attempt, fence FROM ` + t + ` WHERE key = ?1`
 	case stmtGet:
 		// ?1 key, ?2 now.
-		return `SELECT fingerprint, token, status, response, locked_until, expires_at FROM ` + t + ` WHERE key = ?1 AND expires_at > ?2`
+		return `SELECT fingerprint, token, status, response, locked_until, expires_at, attempt, fence FROM ` + t + ` WHERE key = ?1 AND expires_at > ?2`
 	case stmtComplete:
 		// ?1 key, ?2 token, ?3 response, ?4 expires_at, ?5 now.
 		// Succeeds for a live record of the token, in progress or completed;
@@ -59,11 +75,20 @@ WHERE ` + t + `.expires_at <= ?5
 	expires_at = CASE WHEN status = 1 THEN ?4 ELSE expires_at END
 WHERE key = ?1 AND token = ?2 AND expires_at > ?5`
 	case stmtRelease:
-		// ?1 key, ?2 token.
-		return `DELETE FROM ` + t + ` WHERE key = ?1 AND token = ?2 AND status = 1`
+		// ?1 key, ?2 token, ?3 now. Only a live lease of the token: a
+		// lapsed one stays, for the attempt count of the claim that takes
+		// it over.
+		return `DELETE FROM ` + t + ` WHERE key = ?1 AND token = ?2 AND status = 1 AND expires_at > ?3`
+	case stmtRenew:
+		// ?1 key, ?2 token, ?3 now, ?4 locked_until. Only a live lease of
+		// the token; it never creates or revives a row.
+		return `UPDATE ` + t + ` SET locked_until = ?4, expires_at = ?4
+WHERE key = ?1 AND token = ?2 AND status = 1 AND expires_at > ?3`
 	case stmtPurge:
-		// ?1 now, ?2 batch size. Uses the expires_at index.
-		return `DELETE FROM ` + t + ` WHERE key IN (SELECT key FROM ` + t + ` WHERE expires_at <= ?1 LIMIT ?2)`
+		// ?1 now, ?2 batch size, ?3 now - store.LapsedKept. Completed
+		// records whose retention is over, and in-progress ones whose lease
+		// lapsed before ?3. Uses the expires_at index.
+		return `DELETE FROM ` + t + ` WHERE key IN (SELECT key FROM ` + t + ` WHERE expires_at <= ?1 AND (status <> 1 OR expires_at <= ?3) LIMIT ?2)`
 	case stmtLock:
 		// Writes nothing but takes SQLite's write lock: the first statement
 		// of a transaction InTx begins on a pool that may begin DEFERRED.
@@ -104,6 +129,9 @@ func (ps *preparedStmt) get(ctx context.Context, db *sql.DB) (*sql.Stmt, error) 
 	}
 	st, err := db.PrepareContext(ctx, ps.query)
 	if err != nil {
+		if strings.Contains(err.Error(), "no such column") {
+			return nil, fmt.Errorf("%w (the table is of an earlier version of idemkit: run Migrate to upgrade it)", err)
+		}
 		return nil, err
 	}
 	ps.p.Store(st)

@@ -213,7 +213,7 @@ func TestPurgeBatches(t *testing.T) {
 // The purge statement uses the expiry index rather than scanning the table.
 func TestPurgeUsesIndex(t *testing.T) {
 	s := newTestStore(t)
-	rows, err := s.DB().Query(`EXPLAIN QUERY PLAN `+s.stmts[stmtPurge].query, 0, 10)
+	rows, err := s.DB().Query(`EXPLAIN QUERY PLAN `+s.stmts[stmtPurge].query, 0, 10, 0)
 	require.NoError(t, err)
 	defer rows.Close()
 	var plan []string
