@@ -32,7 +32,17 @@
 // costs one SELECT and no write). It writes first only when no other write of
 // the Store holds its write gate at that instant, so a claim that changes
 // nothing never waits for the Store's writers. Complete is an UPDATE guarded
-// by key and token, Release a DELETE guarded the same way.
+// by key and token, Release a DELETE guarded the same way (and by the
+// lease being live), and Renew an UPDATE of the lease guarded by key, token
+// and a live lease, so a heartbeat never brings back a released or lapsed
+// key.
+//
+// The claim statement also sets the record's attempt and fence columns
+// (store.Record.Attempt and Fence), as store.Successor says, from the row it
+// replaces, in the same statement (CASE expressions on the old row), and
+// returns them (RETURNING): a takeover of a lapsed lease counts one attempt
+// more and gets a larger fence, with no statement more than before. A row
+// written before these columns existed reads as Attempt 0 and Fence 0.
 //
 // # Writes in one process
 //
@@ -60,5 +70,6 @@
 // such a context runs fn in a SAVEPOINT of it.
 //
 // Store also implements store.Purger: Purge deletes records whose retention
-// is over in bounded batches, using the index on expires_at.
+// is over, and in-progress records whose lease lapsed more than
+// store.LapsedKept ago, in bounded batches, using the index on expires_at.
 package sqlite

@@ -127,7 +127,9 @@ func ExampleSchema() {
 	// 	status       INTEGER NOT NULL,
 	// 	response     BLOB,
 	// 	locked_until INTEGER NOT NULL,
-	// 	expires_at   INTEGER NOT NULL
+	// 	expires_at   INTEGER NOT NULL,
+	// 	attempt      INTEGER NOT NULL DEFAULT 0,
+	// 	fence        INTEGER NOT NULL DEFAULT 0
 	// );
 	// CREATE INDEX IF NOT EXISTS "idempotency_keys_expires_at_idx" ON "idempotency_keys" (expires_at);
 }

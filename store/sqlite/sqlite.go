@@ -65,7 +65,8 @@ type Store struct {
 }
 
 // New returns a Store on db, a database opened with a SQLite driver
-// (modernc.org/sqlite, or another registered for SQLite 3.24 or later). New
+// (modernc.org/sqlite, or another registered for SQLite 3.35 or later, for
+// RETURNING). New
 // does not touch the database; call Migrate to create the table and prepare
 // the statements.
 //
