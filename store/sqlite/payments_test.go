@@ -321,6 +321,9 @@ func TestMain(m *testing.M) {
 	if v, ok := os.LookupEnv(crashEnv); ok {
 		crashChild(v)
 	}
+	if v, ok := os.LookupEnv(migrateEnv); ok {
+		migrateChild(v)
+	}
 	code := m.Run()
 	sqlite.RemoveBenchFile()
 	if code == 0 {
