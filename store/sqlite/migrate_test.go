@@ -171,6 +171,24 @@ func TestMigrateUpgradesOldTableNew(t *testing.T) {
 	assert.Equal(t, uint32(2), c.Record.Attempt)
 }
 
+// On ":memory:" (one connection) the upgrade runs on the connection the
+// table is on.
+func TestMigrateUpgradesOldTableMemory(t *testing.T) {
+	s, err := sqlite.Open(":memory:")
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	_, err = s.DB().Exec(oldDDL)
+	require.NoError(t, err)
+	_, err = s.DB().Exec(`INSERT INTO idempotency_keys VALUES ('old', 'fp', 'tok', 1, NULL, 1, 1)`)
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(t.Context()))
+	assert.Len(t, columns(t, s.DB()), 9)
+	c, err := s.Claim(t.Context(), "old", "fp", store.NewToken(), time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, store.Acquired, c.Outcome)
+	assert.Equal(t, uint32(2), c.Record.Attempt, "a takeover of the old lapsed lease")
+}
+
 // Several Stores, each with its own pool (as several processes would
 // have), some beginning IMMEDIATE and some DEFERRED, upgrade one old table
 // at once: every Migrate succeeds and each column is added once.

@@ -25,6 +25,11 @@ const (
 // the record's store.Record.Attempt and Fence, which every claim that
 // acquires the key sets; a row written before they existed (a table
 // Migrate upgraded) holds 0 in both until a claim acquires its key again.
+// To upgrade a table of an earlier version in your own migrations, add
+// the two columns as Migrate does:
+//
+//	ALTER TABLE idempotency_keys ADD COLUMN attempt INTEGER NOT NULL DEFAULT 0;
+//	ALTER TABLE idempotency_keys ADD COLUMN fence INTEGER NOT NULL DEFAULT 0;
 func Schema(opts ...Option) (string, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
