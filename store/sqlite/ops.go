@@ -364,9 +364,10 @@ func scanRecord(row *sql.Row, key string) (store.Record, error) {
 
 // Purge deletes records whose retention is over and in-progress records
 // whose lease lapsed more than store.LapsedKept ago (a lapsed record is
-// kept that long for the attempt count of the claim that takes it over), at most the purge batch (WithPurgeBatch) per
-// statement, each statement its own short write, until none is left. It
-// returns how many it deleted; when ctx is done it stops between batches.
+// kept that long for the attempt count of the claim that takes it over),
+// at most the purge batch (WithPurgeBatch) per statement, each statement
+// its own short write, until none is left. It returns how many it
+// deleted; when ctx is done it stops between batches.
 func (s *Store) Purge(ctx context.Context) (int64, error) {
 	return s.runner(ctx).purge(ctx)
 }
