@@ -92,6 +92,12 @@ func TestMigrateUpgradesOldTable(t *testing.T) {
 	_, err = s.Claim(ctx, "new", "fp", store.NewToken(), time.Minute)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "run Migrate")
+	err = s.InTx(ctx, func(ctx context.Context, st store.Store) error {
+		_, err := st.Claim(ctx, "new", "fp", store.NewToken(), time.Minute)
+		return err
+	})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "run Migrate")
 	assert.Len(t, columns(t, s.DB()), 7, "Open changed nothing")
 
 	require.NoError(t, s.Migrate(ctx))

@@ -45,7 +45,11 @@ func (r runner) stmt(ctx context.Context, id stmtID) (*sql.Stmt, error) {
 	// Not prepared on the database yet (Migrate and Open prepare them all).
 	// Prepare it in the transaction, whose connection may be the database's
 	// only one (":memory:"): correct, but prepared again on every call.
-	return r.tx.PrepareContext(ctx, ps.query)
+	st, err := r.tx.PrepareContext(ctx, ps.query)
+	if err != nil {
+		return nil, prepareError(err)
+	}
+	return st, nil
 }
 
 // write runs a statement that writes and returns how many rows it changed:

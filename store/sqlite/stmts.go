@@ -129,13 +129,19 @@ func (ps *preparedStmt) get(ctx context.Context, db *sql.DB) (*sql.Stmt, error) 
 	}
 	st, err := db.PrepareContext(ctx, ps.query)
 	if err != nil {
-		if strings.Contains(err.Error(), "no such column") {
-			return nil, fmt.Errorf("%w (the table is of an earlier version of idemkit: run Migrate to upgrade it)", err)
-		}
-		return nil, err
+		return nil, prepareError(err)
 	}
 	ps.p.Store(st)
 	return st, nil
+}
+
+// prepareError explains a statement that does not fit the table because
+// the table is of an earlier version, which Migrate upgrades.
+func prepareError(err error) error {
+	if strings.Contains(err.Error(), "no such column") {
+		return fmt.Errorf("%w (the table is of an earlier version of idemkit: run Migrate to upgrade it)", err)
+	}
+	return err
 }
 
 func (ps *preparedStmt) close() error {
