@@ -70,6 +70,8 @@ func TestWrongSchema(t *testing.T) {
 		{"missing columns", `CREATE TABLE idempotency_keys (key TEXT PRIMARY KEY, value TEXT)`, `has no column "fingerprint"`},
 		{"wrong type", `CREATE TABLE idempotency_keys (key TEXT PRIMARY KEY, fingerprint TEXT, token TEXT, status TEXT,
 			response BLOB, locked_until INTEGER, expires_at INTEGER)`, `column "status" has type "TEXT"`},
+		{"new column of the wrong type", `CREATE TABLE idempotency_keys (key TEXT PRIMARY KEY, fingerprint TEXT, token TEXT, status INTEGER,
+			response BLOB, locked_until INTEGER, expires_at INTEGER, attempt TEXT)`, `column "attempt" has type "TEXT"`},
 		{"key not the primary key", `CREATE TABLE idempotency_keys (key TEXT, fingerprint TEXT, token TEXT, status INTEGER,
 			response BLOB, locked_until INTEGER, expires_at INTEGER)`, `"key" is not its primary key`},
 		{"composite primary key", `CREATE TABLE idempotency_keys (key TEXT, fingerprint TEXT, token TEXT, status INTEGER,
