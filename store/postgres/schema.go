@@ -29,11 +29,12 @@ const migrateLockID int64 = 0x69_64_65_6d_6b_69_74 // "idemkit"
 //	fence        store.Record.Fence: grows with every claim that acquires the key
 //
 // The last statement adds attempt and fence to a table made before they
-// existed, in place: its rows then read as attempt 1
-// and fence 0, and the next claim that acquires such a key sets both as
+// existed, in place and without rewriting it: its rows then read as attempt
+// 1 and fence 0, and the next claim that acquires such a key sets both as
 // store.Successor says. On a current table it changes nothing, but like any
-// ALTER TABLE it waits for a lock on the whole table; Migrate runs it only
-// when a column is missing.
+// ALTER TABLE it first waits for an exclusive lock on the table (behind
+// every transaction that used it, and ahead of every later one); Migrate
+// runs it only when a column is missing.
 //
 // With the default options it returns:
 //
@@ -110,9 +111,10 @@ func createIndexSQL(o options) string {
 // index unless they exist, and adds the attempt and fence columns to a table
 // made before them (see Schema), in one transaction that holds an advisory
 // lock, so it is idempotent and safe when several processes run it at once.
-// It alters the table only when a column is missing: on a current table it
-// takes no lock that waits for the Store's traffic. Those who manage their
-// schema with a migration tool can use Schema instead.
+// It alters the table only when a column is missing, so that on a current
+// table it never queues for ALTER TABLE's exclusive lock, which would hold
+// up every reader of the table behind it. Those who manage their schema
+// with a migration tool can use Schema instead.
 func (s *Store) Migrate(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("postgres: migrate: %w", err)
