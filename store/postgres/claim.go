@@ -26,6 +26,8 @@ type row struct {
 	status      int16
 	response    []byte
 	expiresAt   time.Time
+	attempt     int32 // 1 for a row written before the attempt column (its default)
+	fence       int64 // 0 for a row written before the fence column (its default)
 }
 
 func (r *row) record(key string) store.Record {
@@ -34,6 +36,8 @@ func (r *row) record(key string) store.Record {
 		Fingerprint: r.fingerprint,
 		Token:       store.Token(r.token),
 		ExpiresAt:   r.expiresAt,
+		Attempt:     uint32(r.attempt),
+		Fence:       uint64(r.fence),
 	}
 	if r.status == statusCompleted {
 		rec.Status = store.StatusCompleted
@@ -53,7 +57,9 @@ func (r *row) record(key string) store.Record {
 // replay, a key held by another token or a mismatch costs exactly that
 // statement and one round trip, and a new key the INSERT more. A replay
 // never writes. Taking over a lapsed lease or renewing the caller's own
-// lease adds a token-checked UPDATE. With coalescing (WithCoalescing), the
+// lease adds a token-checked UPDATE. The statement that acquires the key
+// also sets the record's Attempt and Fence, as store.Successor computes
+// them from the row it replaces, on the server's clock. With coalescing (WithCoalescing), the
 // INSERT of concurrent claims is sent as one statement.
 func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.Token, lease time.Duration) (store.Claim, error) {
 	if err := store.CheckClaim(key, fingerprint, token, lease); err != nil {
@@ -79,7 +85,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 			// first, which is all a replay needs; an absent key goes on
 			// to the insert (one more round trip, for the rarer case).
 			err = db.QueryRow(ctx, s.sql.reread, key).
-				Scan(&r.fingerprint, &r.token, &r.status, &r.response, &r.expiresAt, &d.live)
+				Scan(&r.fingerprint, &r.token, &r.status, &r.response, &r.expiresAt, &d.live, &r.attempt, &r.fence)
 			s.stats.claimed(err == nil)
 			if errors.Is(err, pgx.ErrNoRows) {
 				continue
@@ -97,9 +103,9 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 				if err == nil && !ins.ok {
 					err = pgx.ErrNoRows
 				}
-				r.expiresAt = ins.until
+				r.expiresAt, r.fence = ins.until, ins.fence
 			} else {
-				err = db.QueryRow(ctx, s.sql.claim, key, fingerprint, string(token), iv).Scan(&r.expiresAt)
+				err = db.QueryRow(ctx, s.sql.claim, key, fingerprint, string(token), iv).Scan(&r.expiresAt, &r.fence)
 			}
 			d.inserted = err == nil
 			if attempt == 0 && (err == nil || errors.Is(err, pgx.ErrNoRows)) {
@@ -108,7 +114,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 			if errors.Is(err, pgx.ErrNoRows) {
 				s.stats.rereads.Add(1)
 				err = db.QueryRow(ctx, s.sql.reread, key).
-					Scan(&r.fingerprint, &r.token, &r.status, &r.response, &r.expiresAt, &d.live)
+					Scan(&r.fingerprint, &r.token, &r.status, &r.response, &r.expiresAt, &d.live, &r.attempt, &r.fence)
 				if errors.Is(err, pgx.ErrNoRows) {
 					continue // gone again (released, purged): insert again
 				}
@@ -118,42 +124,41 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 			return store.Claim{}, fmt.Errorf("postgres: claim: %w", err)
 		}
 		if d.inserted {
-			return acquired(key, fingerprint, token, r.expiresAt), nil
+			return acquired(key, fingerprint, token, r.expiresAt, 1, r.fence), nil
 		}
 		if !d.live {
 			// Lapsed lease or retention over: the key is absent. Take the
 			// row over if it is still the one just read.
-			var until time.Time
-			err := db.QueryRow(ctx, s.sql.takeover, key, fingerprint, string(token), iv, r.token).Scan(&until)
+			err := db.QueryRow(ctx, s.sql.takeover, key, fingerprint, string(token), iv, r.token).
+				Scan(&r.expiresAt, &r.attempt, &r.fence)
 			if errors.Is(err, pgx.ErrNoRows) {
 				continue
 			}
 			if err != nil {
 				return store.Claim{}, fmt.Errorf("postgres: claim: take over: %w", err)
 			}
-			return acquired(key, fingerprint, token, until), nil
+			return acquired(key, fingerprint, token, r.expiresAt, r.attempt, r.fence), nil
 		}
 		// The server found the row live (on its clock): no now to compare.
 		rec := r.record(key)
 		if f := store.Classify(rec, fingerprint, token, time.Time{}); !f.Write {
 			return store.Claim{Outcome: f.Outcome, Record: rec}, nil
 		}
-		// Our own live lease: renew it.
-		var until time.Time
-		err = db.QueryRow(ctx, s.sql.renew, key, string(token), iv).Scan(&until)
+		// Our own live lease: renew it, keeping its attempt and fence.
+		err = db.QueryRow(ctx, s.sql.renew, key, string(token), iv).Scan(&r.expiresAt, &r.attempt, &r.fence)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // lapsed, completed or released meanwhile: look again
 		}
 		if err != nil {
 			return store.Claim{}, fmt.Errorf("postgres: claim: renew: %w", err)
 		}
-		return acquired(key, fingerprint, token, until), nil
+		return acquired(key, fingerprint, token, r.expiresAt, r.attempt, r.fence), nil
 	}
 	return store.Claim{}, fmt.Errorf("postgres: claim: the key's row changed under %d attempts in a row "+
 		"(is the transaction REPEATABLE READ or stricter? claims need READ COMMITTED)", maxClaimAttempts)
 }
 
-func acquired(key, fingerprint string, token store.Token, until time.Time) store.Claim {
+func acquired(key, fingerprint string, token store.Token, until time.Time, attempt int32, fence int64) store.Claim {
 	return store.Claim{Outcome: store.Acquired, Record: store.Record{
 		Key:         key,
 		Fingerprint: fingerprint,
@@ -161,6 +166,8 @@ func acquired(key, fingerprint string, token store.Token, until time.Time) store
 		Token:       token,
 		LockedUntil: until,
 		ExpiresAt:   until,
+		Attempt:     uint32(attempt),
+		Fence:       uint64(fence),
 	}}
 }
 

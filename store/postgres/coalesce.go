@@ -29,10 +29,11 @@ type claimReq struct {
 }
 
 // inserted is the result of a claim's INSERT: whether it inserted the key,
-// and the lease's end when it did.
+// and the lease's end and the fence when it did (the attempt is 1).
 type inserted struct {
 	ok    bool
 	until time.Time
+	fence int64
 }
 
 // completeReq is one Complete's UPDATE.
@@ -82,7 +83,7 @@ func (s *Store) coalescing(ctx context.Context) bool {
 // without coalescing.
 func (s *Store) insertOne(ctx context.Context, q claimReq) (inserted, error) {
 	var r inserted
-	err := s.db.QueryRow(ctx, s.sql.claim, q.key, q.fingerprint, q.token, q.lease).Scan(&r.until)
+	err := s.db.QueryRow(ctx, s.sql.claim, q.key, q.fingerprint, q.token, q.lease).Scan(&r.until, &r.fence)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, nil
 	}
@@ -110,12 +111,13 @@ func (s *Store) insertMany(ctx context.Context, calls []*coalesce.Call[claimReq,
 	res := make([]inserted, len(calls))
 	err := queryEach(ctx, s.db, s.sql.claimMany, func(rows pgx.Rows) error {
 		var key string
-		var until time.Time
-		if err := rows.Scan(&key, &until); err != nil {
+		var r inserted
+		if err := rows.Scan(&key, &r.until, &r.fence); err != nil {
 			return err
 		}
 		if i, ok := at[key]; ok {
-			res[i] = inserted{ok: true, until: until}
+			r.ok = true
+			res[i] = r
 		}
 		return nil
 	}, keys, fps, toks, leases)

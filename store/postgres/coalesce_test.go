@@ -169,6 +169,19 @@ func TestCoalescedClaims(t *testing.T) {
 			stored, err := s.Get(ctx, calls[i].key)
 			require.NoError(t, err)
 			require.Equal(t, calls[i].tok, stored.Token)
+			require.Equal(t, r.Attempt, stored.Attempt)
+			require.Equal(t, r.Fence, stored.Fence)
+			wantAttempt := uint32(1)
+			switch i {
+			case 7: // the lapsed lease, taken over
+				wantAttempt = 2
+				require.Positive(t, r.Fence)
+			case 8: // the own lease, seeded with the fence column's default, kept
+				require.Zero(t, r.Fence)
+			default: // new keys
+				require.Positive(t, r.Fence)
+			}
+			require.Equal(t, wantAttempt, r.Attempt, calls[i].key)
 		}
 		// The key claimed twice: one acquires, the other finds it held.
 		win, lose := 3, 4

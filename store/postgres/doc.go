@@ -36,8 +36,21 @@
 // no WAL, no commit flush. Taking over a
 // lapsed lease and renewing one's own lease are conditional UPDATEs that name
 // the token they expect, so the unique index and row locks alone decide who
-// holds a key, never a read followed by a write. Complete and Release are one
-// token-checked statement each. pgx's statement cache prepares each
+// holds a key, never a read followed by a write. Complete, Release and Renew
+// are one token-checked statement each; Renew's UPDATE matches only a live
+// lease of its token, so it never creates or revives a row.
+//
+// The statement that acquires a key (the INSERT of a new key, or the
+// takeover's UPDATE) also sets the row's attempt and fence columns from the
+// row it replaces, with CASE and greatest() over the old values and the
+// server's clock read once for the statement, as store.Successor says: a
+// new key is attempt 1 and fence the clock in microseconds, a lapsed lease
+// taken over counts one attempt more with greatest(old fence + 1, clock),
+// and an expired completion starts again at attempt 1 with a larger fence.
+// A re-entrant claim, Renew and Complete keep both. A lapsed lease stays in
+// the table for store.LapsedKept (Release and Purge leave it) so that its
+// takeover is counted; rows written before these columns existed read as
+// attempt 1 and fence 0 (the columns' defaults). pgx's statement cache prepares each
 // statement once per connection. A response of 1 MiB or more is handed to
 // the wire protocol as it is (pgconn, an unnamed statement, around pgx's
 // query tracer), so storing it copies it once, into the message.

@@ -28,9 +28,13 @@ func ExampleSchema() {
 	// 	token       text NOT NULL,
 	// 	status      smallint NOT NULL CHECK (status IN (1, 2)),
 	// 	response    bytea,
-	// 	expires_at  timestamptz NOT NULL
+	// 	expires_at  timestamptz NOT NULL,
+	// 	attempt     integer NOT NULL DEFAULT 1,
+	// 	fence       bigint NOT NULL DEFAULT 0
 	// );
 	// CREATE INDEX IF NOT EXISTS "idempotency_keys_expires_at_idx" ON "idempotency_keys" (expires_at);
+	// ALTER TABLE "idempotency_keys" ADD COLUMN IF NOT EXISTS attempt integer NOT NULL DEFAULT 1,
+	// 	ADD COLUMN IF NOT EXISTS fence bigint NOT NULL DEFAULT 0;
 }
 
 // Connect with your own pgxpool, create the table, and claim a key in lease

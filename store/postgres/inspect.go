@@ -17,7 +17,7 @@ var _ store.Inspector = (*Store)(nil)
 
 // inspectCols are the columns an Entry is built from, for scanEntry: the
 // last says whether the deadline is over on the server's clock.
-const inspectCols = `key, token, status, octet_length(fingerprint), coalesce(octet_length(response), 0), expires_at, expires_at <= (SELECT clock_timestamp())`
+const inspectCols = `key, token, status, octet_length(fingerprint), coalesce(octet_length(response), 0), expires_at, expires_at <= (SELECT clock_timestamp()), attempt, fence`
 
 // List implements store.Inspector with one SELECT ... ORDER BY expires_at,
 // key LIMIT n on the server's clock, served by the table's index on
@@ -112,14 +112,17 @@ func (s *Store) Lookup(ctx context.Context, key string) (store.Entry, error) {
 // scanEntry reads a row of inspectCols.
 func scanEntry(row pgx.CollectableRow) (store.Entry, error) {
 	var (
-		e      store.Entry
-		token  string
-		status int16
-		over   bool
+		e       store.Entry
+		token   string
+		status  int16
+		over    bool
+		attempt int32
+		fence   int64
 	)
-	if err := row.Scan(&e.Key, &token, &status, &e.FingerprintSize, &e.ResponseSize, &e.ExpiresAt, &over); err != nil {
+	if err := row.Scan(&e.Key, &token, &status, &e.FingerprintSize, &e.ResponseSize, &e.ExpiresAt, &over, &attempt, &fence); err != nil {
 		return store.Entry{}, err
 	}
+	e.Attempt, e.Fence = uint32(attempt), uint64(fence)
 	var st store.Status
 	switch status {
 	case 1:

@@ -104,8 +104,10 @@ func completeResult(tag pgconn.CommandTag, err error) error {
 	return nil
 }
 
-// Release implements store.Store with one DELETE of the record in progress
-// held by token; any other record is left alone.
+// Release implements store.Store with one DELETE of the live lease held by
+// token; any other record is left alone, a lapsed lease of token's too (it
+// stays for store.LapsedKept, so that the claim taking it over counts the
+// attempt).
 func (s *Store) Release(ctx context.Context, key string, token store.Token) error {
 	if err := store.CheckRelease(key, token); err != nil {
 		return fmt.Errorf("postgres: release: %w", err)
@@ -115,6 +117,31 @@ func (s *Store) Release(ctx context.Context, key string, token store.Token) erro
 	}
 	if _, err := s.conn(ctx).Exec(ctx, s.sql.release, key, string(token)); err != nil {
 		return fmt.Errorf("postgres: release: %w", err)
+	}
+	return nil
+}
+
+// Renew implements store.Store with one UPDATE ... WHERE of the live lease
+// token holds on key (in progress, its token, its lease not over on the
+// server's clock), which moves its end to lease from now and keeps its
+// attempt and fence. When no row matches (the key is absent, released,
+// lapsed, completed, or held by another token) it returns an error matching
+// store.ErrLeaseLost, having written nothing: it never creates or revives a
+// record, so a renewal that arrives after a Release leaves the key free.
+// Renewals are never coalesced; within InTx it runs in the transaction.
+func (s *Store) Renew(ctx context.Context, key string, token store.Token, lease time.Duration) error {
+	if err := store.CheckRenew(key, token, lease); err != nil {
+		return fmt.Errorf("postgres: renew: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("postgres: renew: %w", err)
+	}
+	tag, err := s.conn(ctx).Exec(ctx, s.sql.renew, key, string(token), interval(lease))
+	if err != nil {
+		return fmt.Errorf("postgres: renew: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgres: renew: %w", store.ErrLeaseLost)
 	}
 	return nil
 }
@@ -130,7 +157,7 @@ func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
 	}
 	var r row
 	err := s.conn(ctx).QueryRow(ctx, s.sql.get, key).
-		Scan(&r.fingerprint, &r.token, &r.status, &r.response, &r.expiresAt)
+		Scan(&r.fingerprint, &r.token, &r.status, &r.response, &r.expiresAt, &r.attempt, &r.fence)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return store.Record{}, fmt.Errorf("postgres: get: %w", store.ErrNotFound)
 	}
@@ -141,7 +168,9 @@ func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
 }
 
 // Purge implements store.Purger: it deletes records whose retention is over
-// and records in progress whose lease lapsed, in DELETE statements of at most
+// and records in progress whose lease lapsed store.LapsedKept ago or more
+// (a lapsed lease is kept that long, absent to Claim and Get, so that the
+// claim taking it over counts the attempt), in DELETE statements of at most
 // the purge batch (WithPurgeBatch) rows each, found through the index on
 // expires_at and skipping rows another transaction has locked, so it never
 // holds many locks for long. It returns how many rows it deleted; when ctx

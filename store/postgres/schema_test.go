@@ -108,11 +108,16 @@ func TestPurge(t *testing.T) {
 	pool := testPool(t)
 	s := newTestStore(t, pool, WithPurgeBatch(7))
 	ctx := context.Background()
-	// 30 completed and 20 lapsed in-progress records past their expiry,
-	// 10 live in-progress and 10 live completed ones.
+	// 30 completed records past their retention and 20 in-progress ones
+	// whose lease lapsed more than store.LapsedKept ago (deleted); 15
+	// lapsed more recently, one of them a moment short of LapsedKept ago
+	// (kept, for their attempt count); 10 live in-progress and 10 live
+	// completed ones.
 	_, err := pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (key, fingerprint, token, status, response, expires_at)
 SELECT 'old-done-' || i, '', 't', 2, '\x00'::bytea, clock_timestamp() - interval '1 minute' FROM generate_series(1, 30) i
-UNION ALL SELECT 'old-lease-' || i, '', 't', 1, NULL, clock_timestamp() - interval '1 second' FROM generate_series(1, 20) i
+UNION ALL SELECT 'old-lease-' || i, '', 't', 1, NULL, clock_timestamp() - interval '24 hours 1 second' FROM generate_series(1, 20) i
+UNION ALL SELECT 'lapsed-' || i, '', 't', 1, NULL, clock_timestamp() - interval '1 second' FROM generate_series(1, 14) i
+UNION ALL SELECT 'lapsed-edge', '', 't', 1, NULL, clock_timestamp() - interval '23 hours 59 minutes'
 UNION ALL SELECT 'live-lease-' || i, '', 't', 1, NULL, clock_timestamp() + interval '1 hour' FROM generate_series(1, 10) i
 UNION ALL SELECT 'live-done-' || i, '', 't', 2, '\x00', clock_timestamp() + interval '1 hour' FROM generate_series(1, 10) i`, s.Table()))
 	require.NoError(t, err)
@@ -122,8 +127,10 @@ UNION ALL SELECT 'live-done-' || i, '', 't', 2, '\x00', clock_timestamp() + inte
 	var left int
 	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+s.Table()+" WHERE key LIKE 'live-%'").Scan(&left))
 	require.Equal(t, 20, left)
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+s.Table()+" WHERE key LIKE 'lapsed-%'").Scan(&left))
+	require.Equal(t, 15, left, "lapsed leases are kept for store.LapsedKept")
 	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+s.Table()).Scan(&left))
-	require.Equal(t, 20, left)
+	require.Equal(t, 35, left)
 	n, err = s.Purge(ctx)
 	require.NoError(t, err)
 	require.Zero(t, n)
