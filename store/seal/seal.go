@@ -197,6 +197,12 @@ func (s *sealed) Release(ctx context.Context, key string, token store.Token) err
 	return s.inner.Release(ctx, key, token)
 }
 
+// Renew implements store.Store: the wrapped store's Renew. A lease carries
+// nothing sealed.
+func (s *sealed) Renew(ctx context.Context, key string, token store.Token, lease time.Duration) error {
+	return s.inner.Renew(ctx, key, token, lease)
+}
+
 // Get implements store.Store: the record with its fingerprint and response
 // opened (see Claim for records sealed under a deleted key).
 func (s *sealed) Get(ctx context.Context, key string) (store.Record, error) {
