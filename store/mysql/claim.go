@@ -157,6 +157,12 @@ func (r runner) claim(ctx context.Context, key, fingerprint string, token store.
 		if f := store.Classify(rec, fingerprint, token, time.Time{}); !f.Write {
 			return store.Claim{Outcome: f.Outcome, Record: rec}, nil
 		}
+		if cur.expiresUS == nowUS+us {
+			// Our own live lease already ends where the renewal would put
+			// it (a clock that read the same microsecond twice, or a
+			// session's pinned timestamp): the UPDATE would change no row.
+			return acquired(key, fingerprint, token, fromMicros(cur.expiresUS), cur.attempt, cur.fence), nil
+		}
 		// Our own live lease: renew it, keeping its attempt and fence.
 		res, err = r.exec(ctx, stmtReclaim, us, key, string(token), cur.attempt, cur.fence)
 		if r.retryable(err) {

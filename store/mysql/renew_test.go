@@ -618,3 +618,33 @@ func TestMigrateHalfUpgraded(t *testing.T) {
 	assert.EqualValues(t, 1, r.Attempt)
 	sameAsStored(t, s, r)
 }
+
+// TestRenewSameMicrosecond: a renewal that sets the very expiry the lease
+// already has changes no row, which MySQL reports as 0 affected rows
+// without clientFoundRows; Renew still succeeds. The session's timestamp
+// is pinned (SET timestamp), so the server's UTC_TIMESTAMP(6) reads the
+// same instant in every statement.
+func TestRenewSameMicrosecond(t *testing.T) {
+	for _, found := range []bool{false, true} {
+		t.Run(map[bool]string{false: "changed", true: "clientFoundRows"}[found], func(t *testing.T) {
+			pinned := time.Now().Truncate(time.Second).Add(123456 * time.Microsecond)
+			db := openDB(t, 1, func(c *dsnConfig) {
+				c.ClientFoundRows = found
+				c.Params["timestamp"] = strconv.FormatInt(pinned.Unix(), 10) + ".123456"
+			})
+			s := newTestStore(t, db)
+			ctx := t.Context()
+			tok := store.NewToken()
+			r := claimed(t, s, "k", tok, time.Minute)
+			require.True(t, r.LockedUntil.Equal(pinned.Add(time.Minute)), "the session's clock is not pinned: lease ends %v", r.LockedUntil)
+			require.NoError(t, s.Renew(ctx, "k", tok, time.Minute), "a renewal to the expiry the lease has")
+			require.NoError(t, s.Renew(ctx, "k", tok, time.Minute), "the same renewal again")
+			again := claimed(t, s, "k", tok, time.Minute) // a re-entrant claim to the same expiry
+			assert.True(t, again.LockedUntil.Equal(r.LockedUntil))
+			assert.Equal(t, r.Fence, again.Fence)
+			assert.ErrorIs(t, s.Renew(ctx, "k", store.NewToken(), time.Minute), store.ErrLeaseLost)
+			require.NoError(t, s.Complete(ctx, "k", tok, []byte("r"), time.Hour))
+			assert.ErrorIs(t, s.Renew(ctx, "k", tok, time.Minute), store.ErrLeaseLost)
+		})
+	}
+}
