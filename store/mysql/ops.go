@@ -281,7 +281,9 @@ func (r runner) get(ctx context.Context, key string) (store.Record, error) {
 // on expires_at (ORDER BY expires_at, key: deterministic, so safe for
 // statement-based replication). It returns how many rows it deleted; when
 // ctx is done it stops between batches with ctx's error, and what it deleted
-// stays deleted. Call it from a periodic job.
+// stays deleted. Call it from a periodic job. Each batch walks the index
+// from the oldest deadline, past the lapsed leases it keeps (the last
+// LapsedKept's worth), which are few unless many holders die.
 func (s *Store) Purge(ctx context.Context) (int64, error) {
 	r := s.runner(ctx)
 	var total int64

@@ -46,6 +46,13 @@ import (
 //		KEY `idempotency_keys_expires_at_idx` (expires_at)
 //	) ENGINE=InnoDB ROW_FORMAT=DYNAMIC;
 //
+// A table created by an earlier version, without attempt and fence, is
+// upgraded by Migrate; a migration tool can run the same statement:
+//
+//	ALTER TABLE `idempotency_keys`
+//		ADD COLUMN attempt INT UNSIGNED NOT NULL DEFAULT 0,
+//		ADD COLUMN fence BIGINT UNSIGNED NOT NULL DEFAULT 0;
+//
 // It fails only for the same invalid options as New.
 func Schema(opts ...Option) (string, error) {
 	o, err := buildOptions(opts)
