@@ -162,8 +162,8 @@ func (s *sealed) open(ctx context.Context, scope, key string, r store.Record, fp
 		return r, err
 	}
 	d := cur
-	if d == nil || d.id != id {
-		d, err = s.kr.byID(ctx, scope, id)
+	if d == nil || d.id != string(id) {
+		d, err = s.kr.byID(ctx, scope, string(id))
 	}
 	switch {
 	case isNotFound(err):

@@ -37,6 +37,10 @@ var variants = []struct {
 	// back: racing the holder's Complete or Release, it resurrects a lease
 	// over a completed or released key.
 	{"renewal-read-then-write", true},
+	// A Renew that checks the lease, then writes it back: racing the
+	// holder's Release, it brings the released key back (the conformance
+	// suite's Renew/ConcurrentWithRelease catches it too).
+	{"renew-checks-then-writes", false},
 	// Claims of an absent key decided by a read and a separate write (the
 	// conformance suite's Claim/ConcurrentSameKey catches it too).
 	{"claim-read-then-write", false},
@@ -204,7 +208,7 @@ func (s *lockStore) Release(ctx context.Context, key string, tok store.Token) er
 	return nil
 }
 
-// Renew implements store.Store. The checker does not model it yet.
+// Renew implements store.Store.
 func (s *lockStore) Renew(ctx context.Context, key string, tok store.Token, lease time.Duration) error {
 	if err := store.CheckRenew(key, tok, lease); err != nil {
 		return err
@@ -218,6 +222,7 @@ func (s *lockStore) Renew(ctx context.Context, key string, tok store.Token, leas
 	if !ok || r.Status != store.StatusInProgress || r.Token != tok {
 		return store.ErrLeaseLost
 	}
+	s.window("renew-checks-then-writes")
 	r.LockedUntil = s.now().Add(lease)
 	r.ExpiresAt = r.LockedUntil
 	s.m[key] = r
