@@ -77,10 +77,9 @@ func (r *row) record(key string) store.Record {
 // attempt and fence), so it applies only to that row. The claim's Attempt
 // and Fence are set by the INSERT or UPDATE itself, on the server's clock,
 // as store.Successor says; the Store works them out from the row it read
-// and the lease's end the statement reports, with no round trip more. A
-// deadlock (1213) on an autocommit statement is
-// retried; in a transaction it is returned, and InTx runs the transaction
-// again.
+// and the lease's end the statement reports, with no round trip more.
+// A deadlock (1213) on an autocommit statement is retried; in a
+// transaction it is returned, and InTx runs the transaction again.
 func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.Token, lease time.Duration) (store.Claim, error) {
 	return s.runner(ctx).claim(ctx, key, fingerprint, token, lease)
 }
@@ -183,8 +182,9 @@ func (r runner) claim(ctx context.Context, key, fingerprint string, token store.
 
 // acquiredBy reads the result of a takeover or renewal: one row changed
 // means token holds the key until the reported expiry. It does not matter
-// whether the DSN sets clientFoundRows: the UPDATE always changes the row it
-// matches (a new expiry), so found and changed rows agree. succ returns the
+// whether the DSN sets clientFoundRows: the UPDATE changes the row it
+// matches (a new expiry; claim skips a renewal to the expiry the lease
+// already has), so found and changed rows agree. succ returns the
 // attempt and fence the UPDATE wrote, given the expiry it reported.
 func acquiredBy(res sql.Result, key, fingerprint string, token store.Token, succ func(until int64) (uint32, uint64)) (store.Claim, bool, error) {
 	n, err := res.RowsAffected()
