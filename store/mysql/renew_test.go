@@ -25,16 +25,22 @@ func lapse() { time.Sleep(shortLease + 50*time.Millisecond) }
 
 // eachPool runs f on the shared pool (the driver's default flags) and on a
 // pool whose DSN sets clientFoundRows and interpolateParams, READ
-// COMMITTED, and a non-strict sql_mode with ANSI_QUOTES: the flags that
-// change what an UPDATE reports and how its statements travel.
+// COMMITTED, and a non-strict sql_mode with ANSI_QUOTES (and, on MariaDB,
+// SIMULTANEOUS_ASSIGNMENT, under which an UPDATE's assignments all read
+// the old row): the flags that change what an UPDATE does and reports and
+// how its statements travel.
 func eachPool(t *testing.T, f func(t *testing.T, db *sql.DB)) {
 	t.Run("default", func(t *testing.T) { f(t, testDB(t)) })
 	t.Run("flags", func(t *testing.T) {
+		mode := "'ANSI_QUOTES'"
+		if isMariaDB(t) {
+			mode = "'ANSI_QUOTES,SIMULTANEOUS_ASSIGNMENT'"
+		}
 		f(t, openDB(t, 8, func(c *dsnConfig) {
 			c.ClientFoundRows = true
 			c.InterpolateParams = true
 			withIsolation(t, "READ-COMMITTED")(c)
-			c.Params["sql_mode"] = "'ANSI_QUOTES'"
+			c.Params["sql_mode"] = mode
 		}))
 	})
 }
