@@ -77,8 +77,8 @@
 // progress and expires_at after the server's now), which never creates or
 // revives a row: a renewal that arrives after a Release finds no row and
 // returns store.ErrLeaseLost. When it changes no row, a SELECT tells that
-// from a renewal to the very microsecond the lease already ended at, which
-// MySQL reports as no row changed unless the DSN sets clientFoundRows.
+// from a renewal to the very microsecond the lease already ends at, which
+// the server reports as no row changed unless the DSN sets clientFoundRows.
 //
 // A lapsed lease stays in the table for store.LapsedKept after its end, so
 // that the claim that takes it over counts the attempt; Purge deletes it

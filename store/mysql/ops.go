@@ -207,8 +207,9 @@ func (r runner) release(ctx context.Context, key string, token store.Token) erro
 // token holds on key, to end lease from the server's now; the attempt and
 // fence stay. When it changes no row, a SELECT tells a lost lease
 // (ErrLeaseLost: the key is absent, released, lapsed, completed or another
-// token's) from a lease that already ended at that very microsecond, which
-// an UPDATE without the DSN's clientFoundRows reports as no row changed.
+// token's) from a lease that already ends at the very microsecond the
+// renewal sets, which an UPDATE reports as no row changed unless the DSN
+// sets clientFoundRows.
 // It never creates a record or revives a lease that is over, so a renewal
 // that arrives after a Release leaves the key free.
 func (s *Store) Renew(ctx context.Context, key string, token store.Token, lease time.Duration) error {
