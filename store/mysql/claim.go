@@ -41,6 +41,8 @@ type row struct {
 	status      int8
 	response    []byte
 	expiresUS   int64
+	attempt     uint32
+	fence       uint64
 }
 
 func (r *row) record(key string) store.Record {
@@ -50,6 +52,8 @@ func (r *row) record(key string) store.Record {
 		Fingerprint: r.fingerprint,
 		Token:       store.Token(r.token),
 		ExpiresAt:   exp,
+		Attempt:     r.attempt,
+		Fence:       r.fence,
 	}
 	if r.status == statusCompleted {
 		rec.Status = store.StatusCompleted
@@ -69,9 +73,13 @@ func (r *row) record(key string) store.Record {
 // INSERT, refused by the primary key without writing anything, and a SELECT
 // of the row, so a replay, an InProgress and a Mismatch write nothing.
 // Taking over a lapsed lease or renewing the caller's own lease is one
-// conditional UPDATE more. A deadlock (1213) on an autocommit statement is
-// retried; in a transaction it is returned, and InTx runs the transaction
-// again.
+// conditional UPDATE more, which names the row it read (token, status,
+// attempt and fence), so it applies only to that row. The claim's Attempt
+// and Fence are set by the INSERT or UPDATE itself, on the server's clock,
+// as store.Successor says; the Store works them out from the row it read
+// and the lease's end the statement reports, with no round trip more.
+// A deadlock (1213) on an autocommit statement is retried; in a
+// transaction it is returned, and InTx runs the transaction again.
 func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.Token, lease time.Duration) (store.Claim, error) {
 	return s.runner(ctx).claim(ctx, key, fingerprint, token, lease)
 }
@@ -95,7 +103,10 @@ func (r runner) claim(ctx context.Context, key, fingerprint string, token store.
 			if err != nil {
 				return store.Claim{}, fmt.Errorf("mysql: claim: %w", err)
 			}
-			return acquired(key, fingerprint, token, fromMicros(until)), nil
+			// The INSERT wrote attempt 1 and fence GREATEST(now, 1), now
+			// being the instant its lease starts: until minus the lease.
+			attempt, fence := store.Successor(store.Record{}, false, token, fromMicros(until-us))
+			return acquired(key, fingerprint, token, fromMicros(until), attempt, fence), nil
 		}
 		if r.retryable(err) {
 			continue
@@ -108,7 +119,7 @@ func (r runner) claim(ctx context.Context, key, fingerprint string, token store.
 			nowUS int64
 		)
 		err = r.queryRow(ctx, read, key).
-			Scan(&cur.fingerprint, &cur.token, &cur.status, &cur.response, &cur.expiresUS, &nowUS)
+			Scan(&cur.fingerprint, &cur.token, &cur.status, &cur.response, &cur.expiresUS, &cur.attempt, &cur.fence, &nowUS)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue // released or purged since the INSERT: try again
 		}
@@ -121,14 +132,21 @@ func (r runner) claim(ctx context.Context, key, fingerprint string, token store.
 		if cur.expiresUS <= nowUS {
 			// Lapsed lease or retention over: the key is absent. Take the
 			// row over if it is still the one just read.
-			res, err := r.exec(ctx, stmtTakeover, fingerprint, string(token), us, key, cur.token)
+			res, err := r.exec(ctx, stmtTakeover, fingerprint, string(token), us,
+				key, cur.token, cur.status, cur.attempt, cur.fence)
 			if r.retryable(err) {
 				continue
 			}
 			if err != nil {
 				return store.Claim{}, fmt.Errorf("mysql: claim: take over: %w", err)
 			}
-			if c, ok, err := acquiredBy(res, key, fingerprint, token); err != nil || ok {
+			// The UPDATE matched only the row read, so it computed the
+			// attempt and fence from these values, at its own now.
+			prev := cur.record(key)
+			succ := func(until int64) (uint32, uint64) {
+				return store.Successor(prev, true, token, fromMicros(until-us))
+			}
+			if c, ok, err := acquiredBy(res, key, fingerprint, token, succ); err != nil || ok {
 				return c, err
 			}
 			continue // someone else changed it first: look again
@@ -138,15 +156,22 @@ func (r runner) claim(ctx context.Context, key, fingerprint string, token store.
 		if f := store.Classify(rec, fingerprint, token, time.Time{}); !f.Write {
 			return store.Claim{Outcome: f.Outcome, Record: rec}, nil
 		}
-		// Our own live lease: renew it.
-		res, err = r.exec(ctx, stmtRenew, us, key, string(token))
+		if cur.expiresUS == nowUS+us {
+			// Our own live lease already ends where the renewal would put
+			// it (a clock that read the same microsecond twice, or a
+			// session's pinned timestamp): the UPDATE would change no row.
+			return acquired(key, fingerprint, token, fromMicros(cur.expiresUS), cur.attempt, cur.fence), nil
+		}
+		// Our own live lease: renew it, keeping its attempt and fence.
+		res, err = r.exec(ctx, stmtReclaim, us, key, string(token), cur.attempt, cur.fence)
 		if r.retryable(err) {
 			continue
 		}
 		if err != nil {
 			return store.Claim{}, fmt.Errorf("mysql: claim: renew: %w", err)
 		}
-		if c, ok, err := acquiredBy(res, key, fingerprint, token); err != nil || ok {
+		keep := func(int64) (uint32, uint64) { return cur.attempt, cur.fence }
+		if c, ok, err := acquiredBy(res, key, fingerprint, token, keep); err != nil || ok {
 			return c, err
 		}
 		// Lapsed, completed or released meanwhile, or (without
@@ -157,9 +182,11 @@ func (r runner) claim(ctx context.Context, key, fingerprint string, token store.
 
 // acquiredBy reads the result of a takeover or renewal: one row changed
 // means token holds the key until the reported expiry. It does not matter
-// whether the DSN sets clientFoundRows: the UPDATE always changes the row it
-// matches (a new expiry), so found and changed rows agree.
-func acquiredBy(res sql.Result, key, fingerprint string, token store.Token) (store.Claim, bool, error) {
+// whether the DSN sets clientFoundRows: the UPDATE changes the row it
+// matches (a new expiry; claim skips a renewal to the expiry the lease
+// already has), so found and changed rows agree. succ returns the
+// attempt and fence the UPDATE wrote, given the expiry it reported.
+func acquiredBy(res sql.Result, key, fingerprint string, token store.Token, succ func(until int64) (uint32, uint64)) (store.Claim, bool, error) {
 	n, err := res.RowsAffected()
 	if err != nil {
 		return store.Claim{}, false, fmt.Errorf("mysql: claim: %w", err)
@@ -171,10 +198,11 @@ func acquiredBy(res sql.Result, key, fingerprint string, token store.Token) (sto
 	if err != nil {
 		return store.Claim{}, false, fmt.Errorf("mysql: claim: %w", err)
 	}
-	return acquired(key, fingerprint, token, fromMicros(until)), true, nil
+	attempt, fence := succ(until)
+	return acquired(key, fingerprint, token, fromMicros(until), attempt, fence), true, nil
 }
 
-func acquired(key, fingerprint string, token store.Token, until time.Time) store.Claim {
+func acquired(key, fingerprint string, token store.Token, until time.Time, attempt uint32, fence uint64) store.Claim {
 	return store.Claim{Outcome: store.Acquired, Record: store.Record{
 		Key:         key,
 		Fingerprint: fingerprint,
@@ -182,6 +210,8 @@ func acquired(key, fingerprint string, token store.Token, until time.Time) store
 		Token:       token,
 		LockedUntil: until,
 		ExpiresAt:   until,
+		Attempt:     attempt,
+		Fence:       fence,
 	}}
 }
 

@@ -35,6 +35,15 @@
 // max_allowed_packet). Schema and (*Store).Schema return the DDL for
 // migration tools; Migrate runs it.
 //
+// The attempt (INT UNSIGNED) and fence (BIGINT UNSIGNED) columns hold
+// store.Record.Attempt and Fence. A table created before they existed is
+// upgraded in place by Migrate, which adds them with one ALTER TABLE ...
+// ADD COLUMN ... DEFAULT 0 (no table copy on MySQL 8 or MariaDB 10.3 and
+// later; safe when several processes migrate at once). The rows already
+// there report Attempt 0 and Fence 0 until a claim acquires their key
+// again: a takeover of such a lapsed lease counts attempt 2, with a fence
+// from the server's clock.
+//
 // # Statements
 //
 // All times come from the server's UTC_TIMESTAMP(6): microseconds, the same
@@ -53,7 +62,27 @@
 // Complete is one token-checked UPDATE of the record in progress (a SELECT
 // follows only when it changed no row, to tell a retried Complete, which
 // keeps the first response, from a lost lease, whatever the DSN's
-// clientFoundRows says); Release is one DELETE.
+// clientFoundRows says); Release is one DELETE of the caller's live lease.
+//
+// Every claim that acquires a key sets its attempt and fence in the same
+// statement, on the server's clock, as store.Successor says: the INSERT of
+// a new key writes attempt 1 and the server's now in microseconds; the
+// takeover UPDATE, which names the token, status, attempt and fence of the
+// row it read, counts one attempt more over a lapsed lease (1 over an
+// expired completed record) and a fence past the old one; a re-entrant
+// claim keeps both. The Store works out what it wrote from the row it read
+// and the lease's end the statement reports, so this costs no round trip.
+//
+// Renew is one UPDATE of the caller's live lease (WHERE key, token, in
+// progress and expires_at after the server's now), which never creates or
+// revives a row: a renewal that arrives after a Release finds no row and
+// returns store.ErrLeaseLost. When it changes no row, a SELECT tells that
+// from a renewal to the very microsecond the lease already ends at, which
+// the server reports as no row changed unless the DSN sets clientFoundRows.
+//
+// A lapsed lease stays in the table for store.LapsedKept after its end, so
+// that the claim that takes it over counts the attempt; Purge deletes it
+// after that, and a completed record as soon as its retention is over.
 //
 // # Concurrency and deadlocks
 //

@@ -28,6 +28,8 @@ func ExampleSchema() {
 	// 	status      TINYINT NOT NULL CHECK (status IN (1, 2)),
 	// 	response    LONGBLOB NULL,
 	// 	expires_at  DATETIME(6) NOT NULL,
+	// 	attempt     INT UNSIGNED NOT NULL DEFAULT 0,
+	// 	fence       BIGINT UNSIGNED NOT NULL DEFAULT 0,
 	// 	PRIMARY KEY (`key`),
 	// 	KEY `idempotency_keys_expires_at_idx` (expires_at)
 	// ) ENGINE=InnoDB ROW_FORMAT=DYNAMIC;

@@ -15,7 +15,7 @@ var _ store.Inspector = (*Store)(nil)
 
 // inspectCols are the columns an Entry is built from, for scanEntry: the
 // last says whether the deadline is over on the server's clock.
-const inspectCols = "`key`, token, status, LENGTH(fingerprint), COALESCE(LENGTH(response), 0), " + expUS + ", expires_at <= UTC_TIMESTAMP(6)"
+const inspectCols = "`key`, token, status, LENGTH(fingerprint), COALESCE(LENGTH(response), 0), attempt, fence, " + expUS + ", expires_at <= UTC_TIMESTAMP(6)"
 
 // atArg is a time argument in microseconds since the Unix epoch, as a DATETIME(6).
 const atArg = "DATE_ADD(" + epoch + ", INTERVAL ? MICROSECOND)"
@@ -135,7 +135,7 @@ func scanEntry(rows *sql.Rows) (store.Entry, error) {
 		expire int64
 		over   bool
 	)
-	if err := rows.Scan(&key, &token, &status, &e.FingerprintSize, &e.ResponseSize, &expire, &over); err != nil {
+	if err := rows.Scan(&key, &token, &status, &e.FingerprintSize, &e.ResponseSize, &e.Attempt, &e.Fence, &expire, &over); err != nil {
 		return store.Entry{}, err
 	}
 	e.Key = string(key)

@@ -182,8 +182,10 @@ func (r runner) complete(ctx context.Context, key string, token store.Token, res
 	return nil
 }
 
-// Release implements store.Store with one DELETE of the record in progress
-// held by token; any other record is left alone.
+// Release implements store.Store with one DELETE of the live record in
+// progress held by token; any other record is left alone, a lapsed lease of
+// token's own too (it stays for store.LapsedKept, so that the claim that
+// takes it over counts the attempt).
 func (s *Store) Release(ctx context.Context, key string, token store.Token) error {
 	return s.runner(ctx).release(ctx, key, token)
 }
@@ -197,6 +199,52 @@ func (r runner) release(ctx context.Context, key string, token store.Token) erro
 	}
 	if _, err := r.execRetry(ctx, stmtRelease, key, string(token)); err != nil {
 		return fmt.Errorf("mysql: release: %w", err)
+	}
+	return nil
+}
+
+// Renew implements store.Store with one UPDATE of the live lease that
+// token holds on key, to end lease from the server's now; the attempt and
+// fence stay. When it changes no row, a SELECT tells a lost lease
+// (ErrLeaseLost: the key is absent, released, lapsed, completed or another
+// token's) from a lease that already ends at the very microsecond the
+// renewal sets, which an UPDATE reports as no row changed unless the DSN
+// sets clientFoundRows.
+// It never creates a record or revives a lease that is over, so a renewal
+// that arrives after a Release leaves the key free.
+func (s *Store) Renew(ctx context.Context, key string, token store.Token, lease time.Duration) error {
+	return s.runner(ctx).renew(ctx, key, token, lease)
+}
+
+func (r runner) renew(ctx context.Context, key string, token store.Token, lease time.Duration) error {
+	if err := store.CheckRenew(key, token, lease); err != nil {
+		return fmt.Errorf("mysql: renew: %w", err)
+	}
+	if err := r.usable(ctx); err != nil {
+		return fmt.Errorf("mysql: renew: %w", err)
+	}
+	res, err := r.execRetry(ctx, stmtRenew, micros(lease), key, string(token))
+	if err != nil {
+		return fmt.Errorf("mysql: renew: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("mysql: renew: %w", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	held := stmtHeld
+	if r.st != nil {
+		held = stmtHeldLocking
+	}
+	var status int8
+	err = r.scanRetry(ctx, held, []any{key, string(token)}, &status)
+	switch {
+	case errors.Is(err, sql.ErrNoRows) || err == nil && status != statusInProgress:
+		return fmt.Errorf("mysql: renew %q: %w", key, store.ErrLeaseLost)
+	case err != nil:
+		return fmt.Errorf("mysql: renew: %w", err)
 	}
 	return nil
 }
@@ -216,7 +264,7 @@ func (r runner) get(ctx context.Context, key string) (store.Record, error) {
 	}
 	var cur row
 	err := r.scanRetry(ctx, stmtGet, []any{key},
-		&cur.fingerprint, &cur.token, &cur.status, &cur.response, &cur.expiresUS)
+		&cur.fingerprint, &cur.token, &cur.status, &cur.response, &cur.expiresUS, &cur.attempt, &cur.fence)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Record{}, fmt.Errorf("mysql: get: %w", store.ErrNotFound)
 	}
@@ -227,12 +275,16 @@ func (r runner) get(ctx context.Context, key string) (store.Record, error) {
 }
 
 // Purge implements store.Purger: it deletes records whose retention is over
-// and records in progress whose lease lapsed, in DELETE statements of at most
+// and records in progress whose lease lapsed at least store.LapsedKept ago
+// (a lapsed lease is kept that long for the attempt count of the claim that
+// takes it over), in DELETE statements of at most
 // the purge batch (WithPurgeBatch) rows each, oldest first through the index
 // on expires_at (ORDER BY expires_at, key: deterministic, so safe for
 // statement-based replication). It returns how many rows it deleted; when
 // ctx is done it stops between batches with ctx's error, and what it deleted
-// stays deleted. Call it from a periodic job.
+// stays deleted. Call it from a periodic job. Each batch walks the index
+// from the oldest deadline, past the lapsed leases it keeps (the last
+// LapsedKept's worth), which are few unless many holders die.
 func (s *Store) Purge(ctx context.Context) (int64, error) {
 	r := s.runner(ctx)
 	var total int64

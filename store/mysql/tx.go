@@ -161,6 +161,10 @@ func (t txStore) Release(ctx context.Context, key string, token store.Token) err
 	return t.r.release(ctx, key, token)
 }
 
+func (t txStore) Renew(ctx context.Context, key string, token store.Token, lease time.Duration) error {
+	return t.r.renew(ctx, key, token, lease)
+}
+
 func (t txStore) Get(ctx context.Context, key string) (store.Record, error) {
 	return t.r.get(ctx, key)
 }

@@ -212,13 +212,15 @@ func TestPurgeBatches(t *testing.T) {
 	s := newTestStore(t, testDB(t), WithPurgeBatch(3))
 	ctx := t.Context()
 	for i := range 10 {
-		_, err := s.Claim(ctx, "gone"+string(rune('a'+i)), "fp", store.NewToken(), time.Millisecond)
+		key, tok := "gone"+string(rune('a'+i)), store.NewToken()
+		_, err := s.Claim(ctx, key, "fp", tok, time.Minute)
 		require.NoError(t, err)
+		require.NoError(t, s.Complete(ctx, key, tok, []byte("r"), time.Millisecond))
 	}
 	live := store.NewToken()
 	_, err := s.Claim(ctx, "live", "fp", live, time.Minute)
 	require.NoError(t, err)
-	time.Sleep(20 * time.Millisecond) // the leases run out on the server's clock
+	time.Sleep(20 * time.Millisecond) // the retentions run out on the server's clock
 	n, err := s.Purge(ctx)
 	require.NoError(t, err)
 	assert.EqualValues(t, 10, n)
