@@ -75,7 +75,7 @@ func TestDecodeRejects(t *testing.T) {
 		"JSON":                         `{"status":"completed","token":"x"}`,
 		"header only, cut":             valid[:headerSize-1],
 		"version 0":                    set(0, 0),
-		"version 2":                    set(0, 2),
+		"version 3":                    set(0, 3),
 		"status 0":                     set(offStatus, 0),
 		"status 3":                     set(offStatus, 3),
 		"empty token":                  set(offTokLen, 0),

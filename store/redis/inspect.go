@@ -89,7 +89,7 @@ func (s *Store) Lookup(ctx context.Context, key string) (store.Entry, error) {
 	if head.Val() == "" {
 		return store.Entry{}, fmt.Errorf("redis: lookup %q: %w", key, store.ErrNotFound)
 	}
-	e, err := headEntry(key, head.Val(), size.Val(), pttl.Val())
+	e, err := headEntry(key, head.Val(), size.Val(), pttl.Val(), s.now)
 	if err != nil {
 		return store.Entry{}, fmt.Errorf("redis: lookup %q: %w", key, err)
 	}
@@ -153,7 +153,7 @@ func (s *Store) scanNode(ctx context.Context, c *goredis.Client, match string, o
 				if heads[i].Val() == "" || stagingSuffix.MatchString(k) {
 					continue // gone since SCAN, not a string (WRONGTYPE), or a staging key
 				}
-				if e, err := headEntry(strings.TrimPrefix(k, s.prefix), heads[i].Val(), sizes[i].Val(), pttls[i].Val()); err == nil {
+				if e, err := headEntry(strings.TrimPrefix(k, s.prefix), heads[i].Val(), sizes[i].Val(), pttls[i].Val(), s.now); err == nil {
 					offer(e)
 				}
 			}
@@ -178,7 +178,7 @@ func isReplyError(err error) bool {
 // PTTL. The record exists, so it is live, unless it is a record in
 // progress whose lease lapsed (leaseLive), kept for store.LapsedKept:
 // lapsed.
-func headEntry(key, head string, size int64, pttl time.Duration) (store.Entry, error) {
+func headEntry(key, head string, size int64, pttl time.Duration, now func() time.Time) (store.Entry, error) {
 	h := 0
 	if len(head) > 0 {
 		h = headerLen(head[0])
@@ -196,7 +196,7 @@ func headEntry(key, head string, size int64, pttl time.Duration) (store.Entry, e
 		return store.Entry{}, err
 	}
 	e := store.NewEntry(r, time.Time{})
-	if !leaseLive(head, pttl) {
+	if !leaseLive(head, pttl, now) {
 		e.State = store.StateLapsed
 	}
 	e.ResponseSize = int(size) - h - n - m

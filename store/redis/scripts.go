@@ -22,6 +22,13 @@ import (
 // luaPrelude defines hdr (the header size of a version byte, nil for an
 // unknown one) and live (whether the record in progress cur under KEYS[1]
 // holds a live lease). KEPT stands for LapsedKept in milliseconds.
+//
+// PTTL counts whole milliseconds, and a server whose clock is finer may
+// round the remaining time down (miniredis does): in the lease's last
+// millisecond, PTTL equal to KEPT, live compares the lease deadline in the
+// value with the server's TIME instead. On Redis that is the instant of the
+// deadline itself, so the two agree but for the skew between the clock that
+// wrote the value and the server's, within that one millisecond.
 const luaPrelude = `
 local function hdr(v)
 	if v == 2 then return 25 elseif v == 1 then return 13 end
@@ -30,7 +37,11 @@ end
 local function live(cur)
 	if string.byte(cur, 1) ~= 2 or string.byte(cur, 2) ~= 1 then return true end
 	local ttl = redis.call('PTTL', KEYS[1])
-	return ttl < 0 or ttl > KEPT
+	if ttl ~= KEPT then return ttl < 0 or ttl > KEPT end
+	local a, b, c, d, e, f, g, h = string.byte(cur, 6, 13)
+	local at = ((((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f) * 256 + g) * 256 + h
+	local t = redis.call('TIME')
+	return at * 1000 > tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 `
 

@@ -437,7 +437,7 @@ func (s *Store) completeWatched(ctx context.Context, rk string, token store.Toke
 				return done(0)
 			case rec.Status == store.StatusCompleted:
 				return done(1) // a retried Complete: the first response and retention stay
-			case !leaseLive(cur, pttl.Val()):
+			case !leaseLive(cur, pttl.Val(), s.now):
 				return done(0) // lapsed, kept for its attempt count: not the token's any more
 			}
 			val := encode(statusCompleted, token, rec.Fingerprint, at, rec.Attempt, rec.Fence, response)
@@ -549,7 +549,7 @@ func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
 	if err != nil {
 		return store.Record{}, fmt.Errorf("redis: get: key %q: %w", key, err)
 	}
-	if !leaseLive(v, pttl.Val()) {
+	if !leaseLive(v, pttl.Val(), s.now) {
 		// Lapsed, kept only for its attempt count: absent, as ever.
 		return store.Record{}, fmt.Errorf("redis: get: key %q: %w", key, store.ErrNotFound)
 	}
@@ -561,11 +561,18 @@ func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
 // as nanoseconds for no expiry or no key): whether v, if it is a version-2
 // record in progress, still holds its lease, which ends LapsedKept before
 // Redis deletes the record. Every other value is live while it exists.
-func leaseLive(v string, pttl time.Duration) bool {
-	if len(v) < 2 || v[0] != codecVersion || v[offStatus] != statusInProgress {
+//
+// In the lease's last millisecond (pttl equal to LapsedKept) the lease
+// deadline in the value decides against now, the Store's clock, as the
+// scripts' live decides against the server's TIME (see luaPrelude).
+func leaseLive(v string, pttl time.Duration, now func() time.Time) bool {
+	if len(v) < headerSize || v[0] != codecVersion || v[offStatus] != statusInProgress {
 		return true
 	}
-	return pttl < 0 || pttl > store.LapsedKept
+	if pttl != store.LapsedKept {
+		return pttl < 0 || pttl > store.LapsedKept
+	}
+	return int64(bigEndian(v[offTime:offAttempt]))*1000 > now().UnixMicro()
 }
 
 // begin is the common start of every call that touches Redis.
