@@ -84,7 +84,7 @@ func benchClient(b *testing.B) (*goredis.Client, string) {
 		}
 	})
 	// Load the scripts once so no run pays for NOSCRIPT.
-	for _, s := range []*goredis.Script{completeScript, renewScript, releaseScript, rawCompleteScript} {
+	for _, s := range []*goredis.Script{completeScript, acquireScript, renewScript, releaseScript, rawCompleteScript} {
 		if err := s.Load(ctx, c).Err(); err != nil {
 			b.Fatal(err)
 		}
