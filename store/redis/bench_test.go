@@ -84,7 +84,7 @@ func benchClient(b *testing.B) (*goredis.Client, string) {
 		}
 	})
 	// Load the scripts once so no run pays for NOSCRIPT.
-	for _, s := range []*goredis.Script{completeScript, renewScript, releaseScript, rawCompleteScript} {
+	for _, s := range []*goredis.Script{completeScript, acquireScript, renewScript, releaseScript, rawCompleteScript} {
 		if err := s.Load(ctx, c).Err(); err != nil {
 			b.Fatal(err)
 		}
@@ -187,7 +187,7 @@ func BenchmarkRaw(b *testing.B) {
 	ctx := context.Background()
 	tok := store.NewToken()
 	leaseMs, retentionMs := millis(benchLease), millis(benchRetention)
-	inProgress := encode(statusInProgress, tok, "fp", time.Now().Add(benchLease).UnixMilli(), nil)
+	inProgress := encode(statusInProgress, tok, "fp", time.Now().Add(benchLease).UnixMilli(), 1, 1, nil)
 	for _, w := range benchWorkers {
 		b.Run(fmt.Sprintf("ClaimComplete/workers=%d", w), func(b *testing.B) {
 			keys := runKeys(prefix)
@@ -197,7 +197,7 @@ func BenchmarkRaw(b *testing.B) {
 				if err != goredis.Nil {
 					return fmt.Errorf("claim %s: %v", key, err)
 				}
-				completed := encode(statusCompleted, tok, "fp", time.Now().Add(benchRetention).UnixMilli(), benchResponse)
+				completed := encode(statusCompleted, tok, "fp", time.Now().Add(benchRetention).UnixMilli(), 1, 1, benchResponse)
 				n, err := rawCompleteScript.EvalSha(ctx, c, []string{key}, string(tok), completed, retentionMs).Int64()
 				if err != nil || n != 1 {
 					return fmt.Errorf("complete %s: %d, %v", key, n, err)
@@ -209,11 +209,11 @@ func BenchmarkRaw(b *testing.B) {
 	for _, w := range benchWorkers {
 		b.Run(fmt.Sprintf("Replay/workers=%d", w), func(b *testing.B) {
 			key := runKeys(prefix) + "replay"
-			completed := encode(statusCompleted, tok, "fp", time.Now().Add(benchRetention).UnixMilli(), benchResponse)
+			completed := encode(statusCompleted, tok, "fp", time.Now().Add(benchRetention).UnixMilli(), 1, 1, benchResponse)
 			if err := c.Set(ctx, key, completed, benchRetention).Err(); err != nil {
 				b.Fatal(err)
 			}
-			other := encode(statusInProgress, store.NewToken(), "fp", time.Now().Add(benchLease).UnixMilli(), nil)
+			other := encode(statusInProgress, store.NewToken(), "fp", time.Now().Add(benchLease).UnixMilli(), 1, 1, nil)
 			runWorkers(b, w, func(int) error {
 				v, err := c.Do(ctx, "set", key, other, "nx", "get", "px", leaseMs).Text()
 				if err != nil || len(v) != len(completed) {
@@ -260,12 +260,12 @@ var benchCases = []struct {
 			b.Fatal(err)
 		}
 		rawKey := runKeys(prefix) + "hot"
-		held := encode(statusInProgress, store.NewToken(), "fp", time.Now().Add(time.Hour).UnixMilli(), nil)
+		held := encode(statusInProgress, store.NewToken(), "fp", time.Now().Add(time.Hour).UnixMilli(), 1, 1, nil)
 		if err := c.Set(ctx, rawKey, held, time.Hour).Err(); err != nil {
 			b.Fatal(err)
 		}
 		tok := store.NewToken()
-		otherVal := encode(statusInProgress, tok, "fp", time.Now().Add(benchLease).UnixMilli(), nil)
+		otherVal := encode(statusInProgress, tok, "fp", time.Now().Add(benchLease).UnixMilli(), 1, 1, nil)
 		leaseMs := millis(benchLease)
 		return func(int) error {
 				cl, err := s.Claim(ctx, key, "fp", tok, benchLease)
@@ -326,7 +326,7 @@ func claimCompleteOps(b *testing.B, c *goredis.Client, prefix string, resp []byt
 	tok := store.NewToken()
 	storeKeys, rawKeys := runKeys(""), runKeys(prefix)
 	leaseMs, retentionMs := millis(benchLease), millis(benchRetention)
-	inProgress := encode(statusInProgress, tok, "fp", time.Now().Add(benchLease).UnixMilli(), nil)
+	inProgress := encode(statusInProgress, tok, "fp", time.Now().Add(benchLease).UnixMilli(), 1, 1, nil)
 	return func(i int) error {
 			key := storeKeys + strconv.Itoa(i)
 			cl, err := s.Claim(ctx, key, "fp", tok, benchLease)
@@ -342,7 +342,7 @@ func claimCompleteOps(b *testing.B, c *goredis.Client, prefix string, resp []byt
 			if err := c.Do(ctx, "set", key, inProgress, "nx", "get", "px", leaseMs).Err(); err != goredis.Nil {
 				return fmt.Errorf("claim %s: %v", key, err)
 			}
-			completed := encode(statusCompleted, tok, "fp", time.Now().Add(benchRetention).UnixMilli(), resp)
+			completed := encode(statusCompleted, tok, "fp", time.Now().Add(benchRetention).UnixMilli(), 1, 1, resp)
 			if plainSet {
 				return c.SetArgs(ctx, key, completed, goredis.SetArgs{Mode: "XX", TTL: benchRetention}).Err()
 			}
@@ -366,11 +366,11 @@ func replayOps(b *testing.B, c *goredis.Client, prefix string, resp []byte) (fun
 		b.Fatal(err)
 	}
 	rawKey := runKeys(prefix) + "replay"
-	completed := encode(statusCompleted, tok, "fp", time.Now().Add(benchRetention).UnixMilli(), resp)
+	completed := encode(statusCompleted, tok, "fp", time.Now().Add(benchRetention).UnixMilli(), 1, 1, resp)
 	if err := c.Set(ctx, rawKey, completed, benchRetention).Err(); err != nil {
 		b.Fatal(err)
 	}
-	otherVal := encode(statusInProgress, other, "fp", time.Now().Add(benchLease).UnixMilli(), nil)
+	otherVal := encode(statusInProgress, other, "fp", time.Now().Add(benchLease).UnixMilli(), 1, 1, nil)
 	leaseMs := millis(benchLease)
 	return func(int) error {
 			cl, err := s.Claim(ctx, key, "fp", other, benchLease)

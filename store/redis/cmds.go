@@ -18,14 +18,14 @@ import (
 // allocates each and the variadic slice besides. The replies are read
 // typed (StringCmd, IntCmd), not boxed into a Cmd's any.
 
-// keyAndClaim returns prefix+key and the encoded record in progress, both
-// views of one allocation.
-func (s *Store) keyAndClaim(key string, token store.Token, fingerprint string, at int64) (rk, val string) {
+// keyAndClaim returns prefix+key and the encoded record in progress
+// (Attempt 1, the given Fence), both views of one allocation.
+func (s *Store) keyAndClaim(key string, token store.Token, fingerprint string, at int64, fence uint64) (rk, val string) {
 	n := len(s.prefix) + len(key)
 	b := make([]byte, 0, n+headerSize+len(token)+len(fingerprint))
 	b = append(b, s.prefix...)
 	b = append(b, key...)
-	b = appendRecord(b, statusInProgress, token, fingerprint, at, nil)
+	b = appendRecord(b, statusInProgress, token, fingerprint, at, 1, fence, nil)
 	p := unsafe.SliceData(b)
 	return unsafe.String(p, n), unsafe.String((*byte)(unsafe.Add(unsafe.Pointer(p), n)), len(b)-n)
 }

@@ -17,9 +17,9 @@ func TestKeyAndClaim(t *testing.T) {
 	tok := store.NewToken()
 	for _, prefix := range []string{"", "idem:", "{tag}:"} {
 		s := &Store{prefix: prefix}
-		rk, val := s.keyAndClaim("k", tok, "fp", 12345)
+		rk, val := s.keyAndClaim("k", tok, "fp", 12345, 777)
 		assert.Equal(t, prefix+"k", rk)
-		assert.Equal(t, encode(statusInProgress, tok, "fp", 12345, nil), val)
+		assert.Equal(t, encode(statusInProgress, tok, "fp", 12345, 1, 777, nil), val)
 	}
 }
 

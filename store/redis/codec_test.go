@@ -2,6 +2,7 @@ package redis
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"strings"
 	"testing"
@@ -36,10 +37,12 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			v := encode(c.status, c.token, c.fp, c.at, c.response)
+			v := encode(c.status, c.token, c.fp, c.at, 7, 1<<63+5, c.response)
 			assert.Len(t, v, headerSize+len(c.token)+len(c.fp)+len(c.response), "encoded size")
 			r, err := decode("key", v)
 			require.NoError(t, err)
+			assert.Equal(t, uint32(7), r.Attempt)
+			assert.Equal(t, uint64(1<<63+5), r.Fence)
 			assert.Equal(t, "key", r.Key)
 			assert.Equal(t, c.token, r.Token)
 			assert.Equal(t, c.fp, r.Fingerprint)
@@ -58,13 +61,13 @@ func TestCodecRoundTrip(t *testing.T) {
 }
 
 func TestCodecTimeField(t *testing.T) {
-	v := encode(statusInProgress, "tok", "fp", 0x0102030405060708, nil)
+	v := encode(statusInProgress, "tok", "fp", 0x0102030405060708, 1, 1, nil)
 	assert.Equal(t, encodeTime(0x0102030405060708), v[offTime:offTime+8])
 	assert.Equal(t, "\x01\x02\x03\x04\x05\x06\x07\x08", encodeTime(0x0102030405060708))
 }
 
 func TestDecodeRejects(t *testing.T) {
-	valid := encode(statusCompleted, "tok", "fp", 1, []byte("resp"))
+	valid := encode(statusCompleted, "tok", "fp", 1, 1, 1, []byte("resp"))
 	set := func(i int, b byte) string { s := []byte(valid); s[i] = b; return string(s) }
 	cases := map[string]string{
 		"empty":                        "",
@@ -72,7 +75,7 @@ func TestDecodeRejects(t *testing.T) {
 		"JSON":                         `{"status":"completed","token":"x"}`,
 		"header only, cut":             valid[:headerSize-1],
 		"version 0":                    set(0, 0),
-		"version 2":                    set(0, 2),
+		"version 3":                    set(0, 3),
 		"status 0":                     set(offStatus, 0),
 		"status 3":                     set(offStatus, 3),
 		"empty token":                  set(offTokLen, 0),
@@ -84,8 +87,8 @@ func TestDecodeRejects(t *testing.T) {
 		"token with NUL":               set(headerSize, 0),
 		"fingerprint not UTF-8":        set(headerSize+3, 0xc3),
 		"cut inside the fingerprint":   valid[:headerSize+4],
-		"token over MaxTokenLen":       encode(statusInProgress, store.Token(strings.Repeat("t", 129)), "", 1, nil),
-		"fingerprint over the maximum": encode(statusInProgress, "t", strings.Repeat("f", store.MaxFingerprintLen+1), 1, nil),
+		"token over MaxTokenLen":       encode(statusInProgress, store.Token(strings.Repeat("t", 129)), "", 1, 1, 1, nil),
+		"fingerprint over the maximum": encode(statusInProgress, "t", strings.Repeat("f", store.MaxFingerprintLen+1), 1, 1, 1, nil),
 	}
 	for name, v := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -121,10 +124,10 @@ func TestMillis(t *testing.T) {
 // Seeds: the f.Add calls below and testdata/fuzz/FuzzDecode.
 func FuzzDecode(f *testing.F) {
 	tok := store.Token("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
-	f.Add([]byte(encode(statusInProgress, tok, "fp", 1_764_464_523_004, nil)))
-	f.Add([]byte(encode(statusInProgress, tok, "", 0, nil)))
-	f.Add([]byte(encode(statusCompleted, tok, "sha256:abc", 1_764_464_523_004, []byte(`{"id":1}`))))
-	f.Add([]byte(encode(statusCompleted, "t", "é", -5, []byte{0, 0xff})))
+	f.Add([]byte(encode(statusInProgress, tok, "fp", 1_764_464_523_004, 1, 1, nil)))
+	f.Add([]byte(encode(statusInProgress, tok, "", 0, 1, 1, nil)))
+	f.Add([]byte(encode(statusCompleted, tok, "sha256:abc", 1_764_464_523_004, 1, 1, []byte(`{"id":1}`))))
+	f.Add([]byte(encode(statusCompleted, "t", "é", -5, 1, 1, []byte{0, 0xff})))
 	f.Add([]byte{})
 	f.Add([]byte{1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte("not an idemkit record at all"))
@@ -157,7 +160,14 @@ func FuzzDecode(f *testing.F) {
 		default:
 			t.Fatalf("status %v", r.Status)
 		}
-		if again := encode(status, r.Token, r.Fingerprint, r.ExpiresAt.UnixMilli(), r.Response); again != string(b) {
+		again := encode(status, r.Token, r.Fingerprint, r.ExpiresAt.UnixMilli(), r.Attempt, r.Fence, r.Response)
+		if b[0] == codecV1 {
+			if r.Attempt != 0 || r.Fence != 0 {
+				t.Fatalf("a version-1 value decoded with Attempt %d, Fence %d", r.Attempt, r.Fence)
+			}
+			again = encodeV1(status, r.Token, r.Fingerprint, r.ExpiresAt.UnixMilli(), r.Response)
+		}
+		if again != string(b) {
 			t.Fatalf("decode then encode changed the value:\n got %q\nwant %q", again, b)
 		}
 	})
@@ -170,7 +180,7 @@ func FuzzDecode(f *testing.F) {
 func TestDecodeReplyShares(t *testing.T) {
 	tok := store.Token("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 	resp := bytes.Repeat([]byte("r"), 1<<20)
-	v := encode(statusCompleted, tok, "fp", 1_764_464_523_004, resp)
+	v := encode(statusCompleted, tok, "fp", 1_764_464_523_004, 1, 1, resp)
 	reply := func() string { return string([]byte(v)) } // a fresh buffer, as go-redis reads one
 
 	r := reply()
@@ -203,8 +213,35 @@ func TestDecodeReplyShares(t *testing.T) {
 		t.Fatalf("writing the Response changed Token %q or Fingerprint %q", rec.Token, rec.Fingerprint)
 	}
 
-	empty, err := decodeReply("k", string([]byte(encode(statusCompleted, tok, "fp", 1, nil))))
+	empty, err := decodeReply("k", string([]byte(encode(statusCompleted, tok, "fp", 1, 1, 1, nil))))
 	if err != nil || empty.Response == nil || len(empty.Response) != 0 {
 		t.Fatalf("completed with an empty response: %v, %#v", err, empty.Response)
 	}
+}
+
+// encodeV1 returns the value of version 1, the layout before Attempt and
+// Fence, that earlier releases wrote for a record.
+func encodeV1(status byte, token store.Token, fingerprint string, at int64, response []byte) string {
+	b := []byte{codecV1, status, byte(len(token))}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(fingerprint)))
+	b = binary.BigEndian.AppendUint64(b, uint64(at))
+	b = append(b, token...)
+	b = append(b, fingerprint...)
+	return string(append(b, response...))
+}
+
+// TestDecodeV1: a value of the earlier layout, version 1, still decodes,
+// with Attempt 0 and Fence 0, in progress and completed.
+func TestDecodeV1(t *testing.T) {
+	tok := store.NewToken()
+	r, err := decode("k", encodeV1(statusInProgress, tok, "fp", 1234, nil))
+	require.NoError(t, err)
+	assert.Equal(t, store.Record{Key: "k", Fingerprint: "fp", Status: store.StatusInProgress, Token: tok,
+		LockedUntil: time.UnixMilli(1234), ExpiresAt: time.UnixMilli(1234)}, r)
+	r, err = decode("k", encodeV1(statusCompleted, tok, "fp", 1234, []byte("resp")))
+	require.NoError(t, err)
+	assert.Equal(t, store.Record{Key: "k", Fingerprint: "fp", Status: store.StatusCompleted, Token: tok,
+		Response: []byte("resp"), ExpiresAt: time.UnixMilli(1234)}, r)
+	_, err = decode("k", encodeV1(statusInProgress, tok, "fp", 1234, nil)[:v1HeaderSize-1])
+	assert.ErrorIs(t, err, errCorrupt)
 }

@@ -196,7 +196,8 @@ func TestSmallCompleteServerOps(t *testing.T) {
 		}
 	}
 	complete := commandStats(t, c)
-	want := map[string]int{"evalsha": n, "get": n, "set": n}
+	// PTTL: whether the lease is still live (a lapsed one is kept LapsedKept).
+	want := map[string]int{"evalsha": n, "get": n, "pttl": n, "set": n}
 	for name, st := range complete {
 		if st.calls != want[name] {
 			t.Errorf("%d Completes ran %s %d times, want %d (all: %v)", n, name, st.calls, want[name], complete)
@@ -227,7 +228,7 @@ func TestSmallCompleteServerOps(t *testing.T) {
 	if err := s.Complete(ctx, "large", tok, large, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	want = map[string]int{"evalsha": 1, "get": 1, "del": 1, "setrange": 2, "pexpire": 1}
+	want = map[string]int{"evalsha": 1, "get": 1, "pttl": 1, "del": 1, "setrange": 2, "pexpire": 1}
 	for name, st := range commandStats(t, c) {
 		if st.calls != want[name] {
 			t.Errorf("a Complete of 32 KiB ran %s %d times, want %d", name, st.calls, want[name])

@@ -13,16 +13,26 @@
 //
 // # How each call maps to Redis
 //
-//   - Claim of a new key is one command, SET key value NX GET PX lease: it
-//     writes the record when the key is absent and otherwise returns the
-//     record that is there, from which the outcome (Completed, InProgress,
-//     Mismatch) is decided. A re-entrant Claim by the token that holds the key
-//     renews the lease with a token-checking Lua script. Servers without
-//     SET ... NX GET (before Redis 7.0) get a Lua script that does the same in
-//     one atomic step, chosen automatically after the first syntax error.
+//   - Claim of a new key is one command, SET key value NX GET PX
+//     lease+store.LapsedKept: it writes the record (Attempt 1, Fence the
+//     Store's clock in microseconds) when the key is absent and otherwise
+//     returns the record that is there. A completed one decides the outcome
+//     at once (Completed, Mismatch). A record in progress may hold a live
+//     lease or a lapsed one that is kept for its attempt count, which only
+//     the server's clock can tell: a Lua script then decides and writes in
+//     one atomic step, renewing the caller's own lease (a re-entrant
+//     Claim), taking over a lapsed one (Attempt+1, Fence above the lapsed
+//     one's and at least the server's TIME in microseconds), or reporting
+//     the live record (InProgress, Mismatch). Servers without SET ... NX GET
+//     (before Redis 7.0) get a Lua script in place of the SET, chosen
+//     automatically after the first syntax error.
+//   - Renew is one Lua script that extends the lease only when the key
+//     holds the token's record in progress with a live lease, and
+//     otherwise writes nothing and reports store.ErrLeaseLost.
 //   - Complete and Release are Lua scripts (EVALSHA, reloaded on NOSCRIPT)
-//     that compare the token before writing, so a holder whose lease lapsed
-//     can never overwrite or delete the next holder's record. A response of
+//     that compare the token and check that the lease is live before
+//     writing, so a holder whose lease lapsed can never overwrite or delete
+//     the next holder's record, nor its own lapsed one. A response of
 //     64 KiB or more is kept out of Lua (a script copies every argument into
 //     a Lua string, 1.4 ms of server time per MiB): in one pipeline Complete
 //     SETs the completed record under a staging key in the record's hash slot
@@ -37,16 +47,23 @@
 //     MULTI/EXEC, which Redis aborts if the key changed in between. An ACL
 //     for the Store's user must allow the staging keys (they start with the
 //     prefix) and RENAME.
-//   - Get is one GET.
+//   - Get is GET and PTTL in one MULTI/EXEC (one round trip).
 //   - With WithCoalescing(true), the claims' SET ... NX GET and the small
 //     completions' scripts that callers make at the same time share one
 //     pipeline; each is still checked and answered on its own.
 //
 // # Time
 //
-// Expiry is Redis's own: a record in progress lives for its lease (PX) and a
-// completed one for its retention (PX), on the server's clock, and that alone
-// decides whether a key is absent and may be claimed again. The times in a
+// Expiry is Redis's own, on the server's clock: a completed record lives for
+// its retention (PX), and a record in progress for its lease plus
+// store.LapsedKept (PX), so that a lapsed lease is still counted by the
+// claim that takes it over. Its lease is live while its PTTL exceeds
+// LapsedKept; after that the key is absent to Claim and Get, as a lapsed
+// lease always was, and an Inspector lists the record as lapsed until Redis
+// deletes it. That, on the server's clock, alone decides whether a key is
+// absent and may be claimed again (in the lease's last millisecond, which
+// PTTL cannot split, the deadline stored in the value is compared with the
+// server's TIME). The times in a
 // Record (LockedUntil, ExpiresAt) are computed by the process that wrote the
 // record, from its clock (WithClock, default time.Now) plus the duration, and
 // stored in the value; they are informational (a Retry-After hint) and are as
@@ -96,9 +113,12 @@
 //
 // # Stored value
 //
-// Each value is a compact binary record, version 1: a 13-byte header
+// Each value is a compact binary record, version 2: a 25-byte header
 // (version, status, token length, fingerprint length, time in Unix
-// milliseconds), then the token, the fingerprint and, once completed, the
-// response bytes. A value that does not decode is reported as an error,
-// never as a missing key.
+// milliseconds, Attempt, Fence), then the token, the fingerprint and, once
+// completed, the response bytes. Values of version 1, written by earlier
+// releases without Attempt and Fence, are still read and written in place
+// (they report Attempt 0 and Fence 0; a renewal or re-entrant claim
+// rewrites one as version 2). A value that does not decode is reported as
+// an error, never as a missing key.
 package redis

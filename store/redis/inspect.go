@@ -36,16 +36,18 @@ var stagingSuffix = regexp.MustCompile(`:stage:[A-Z2-7]{10}:[0-9a-z]+$`)
 // (store.PageScan), so a page costs a pass over the prefix in bounded
 // memory and never blocks the server for long.
 //
-// Redis deletes a record when its lease or its retention ends, so the
-// store never holds a lapsed or expired record: List with those states,
-// and their Counts, are always empty, and Lookup of such a key finds
-// nothing.
+// Redis deletes a completed record when its retention ends, so the store
+// never holds an expired record: List with that state, and its Count, are
+// always empty, and Lookup of such a key finds nothing. A record in
+// progress is kept for store.LapsedKept after its lease (its PTTL tells
+// the two apart on the server's clock) and is listed as lapsed until
+// Redis deletes it.
 func (s *Store) List(ctx context.Context, o store.ListOptions) (store.Page, error) {
 	scan, err := store.NewPageScan(o)
 	if err != nil {
 		return store.Page{}, fmt.Errorf("redis: %w", err)
 	}
-	if o.State.Free() {
+	if o.State == store.StateExpired {
 		return store.Page{}, nil // Redis keeps none
 	}
 	if err := s.eachEntry(ctx, o.Prefix, scan.Offer); err != nil {
@@ -63,7 +65,8 @@ func (s *Store) Count(ctx context.Context) (store.Counts, error) {
 	return c, nil
 }
 
-// Lookup implements store.Inspector with one GETRANGE and one STRLEN.
+// Lookup implements store.Inspector with one GETRANGE, one STRLEN and one
+// PTTL, in one round trip.
 func (s *Store) Lookup(ctx context.Context, key string) (store.Entry, error) {
 	if err := store.CheckKey(key); err != nil {
 		return store.Entry{}, fmt.Errorf("redis: lookup: %w", err)
@@ -73,9 +76,11 @@ func (s *Store) Lookup(ctx context.Context, key string) (store.Entry, error) {
 	}
 	var head *goredis.StringCmd
 	var size *goredis.IntCmd
-	_, err := s.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+	var pttl *goredis.DurationCmd
+	_, err := s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 		head = p.GetRange(ctx, s.prefix+key, 0, maxHead-1)
 		size = p.StrLen(ctx, s.prefix+key)
+		pttl = p.PTTL(ctx, s.prefix+key)
 		return nil
 	})
 	if err != nil {
@@ -84,7 +89,7 @@ func (s *Store) Lookup(ctx context.Context, key string) (store.Entry, error) {
 	if head.Val() == "" {
 		return store.Entry{}, fmt.Errorf("redis: lookup %q: %w", key, store.ErrNotFound)
 	}
-	e, err := headEntry(key, head.Val(), size.Val())
+	e, err := headEntry(key, head.Val(), size.Val(), pttl.Val(), s.now)
 	if err != nil {
 		return store.Entry{}, fmt.Errorf("redis: lookup %q: %w", key, err)
 	}
@@ -129,10 +134,12 @@ func (s *Store) scanNode(ctx context.Context, c *goredis.Client, match string, o
 		if len(keys) > 0 {
 			heads := make([]*goredis.StringCmd, len(keys))
 			sizes := make([]*goredis.IntCmd, len(keys))
+			pttls := make([]*goredis.DurationCmd, len(keys))
 			_, err := c.Pipelined(ctx, func(p goredis.Pipeliner) error {
 				for i, k := range keys {
 					heads[i] = p.GetRange(ctx, k, 0, maxHead-1)
 					sizes[i] = p.StrLen(ctx, k)
+					pttls[i] = p.PTTL(ctx, k)
 				}
 				return nil
 			})
@@ -146,7 +153,7 @@ func (s *Store) scanNode(ctx context.Context, c *goredis.Client, match string, o
 				if heads[i].Val() == "" || stagingSuffix.MatchString(k) {
 					continue // gone since SCAN, not a string (WRONGTYPE), or a staging key
 				}
-				if e, err := headEntry(strings.TrimPrefix(k, s.prefix), heads[i].Val(), sizes[i].Val()); err == nil {
+				if e, err := headEntry(strings.TrimPrefix(k, s.prefix), heads[i].Val(), sizes[i].Val(), pttls[i].Val(), s.now); err == nil {
 					offer(e)
 				}
 			}
@@ -167,23 +174,32 @@ func isReplyError(err error) bool {
 }
 
 // headEntry builds the entry of key from the first bytes of its value
-// (at least the header, token and fingerprint) and the value's length. The
-// record exists, so it is live: Redis deletes it at its deadline.
-func headEntry(key, head string, size int64) (store.Entry, error) {
-	if len(head) < headerSize {
-		return store.Entry{}, fmt.Errorf("%w: %d bytes, shorter than the %d-byte header", errCorrupt, len(head), headerSize)
+// (at least the header, token and fingerprint), the value's length and its
+// PTTL. The record exists, so it is live, unless it is a record in
+// progress whose lease lapsed (leaseLive), kept for store.LapsedKept:
+// lapsed.
+func headEntry(key, head string, size int64, pttl time.Duration, now func() time.Time) (store.Entry, error) {
+	h := 0
+	if len(head) > 0 {
+		h = headerLen(head[0])
+	}
+	if h == 0 || len(head) < h {
+		return store.Entry{}, fmt.Errorf("%w: %d bytes, not a record header", errCorrupt, len(head))
 	}
 	n := int(head[offTokLen])
 	m := int(head[offFPLen])<<8 | int(head[offFPLen+1])
-	if len(head) > headerSize+n+m {
-		head = head[:headerSize+n+m] // the response is not decode's to check here
+	if len(head) > h+n+m {
+		head = head[:h+n+m] // the response is not decode's to check here
 	}
 	r, err := decode(key, head)
 	if err != nil {
 		return store.Entry{}, err
 	}
 	e := store.NewEntry(r, time.Time{})
-	e.ResponseSize = int(size) - headerSize - n - m
+	if !leaseLive(head, pttl, now) {
+		e.State = store.StateLapsed
+	}
+	e.ResponseSize = int(size) - h - n - m
 	return e, nil
 }
 

@@ -33,6 +33,6 @@ func TestListSkipsForeignKeys(t *testing.T) {
 		t.Fatalf("List = %+v, want the one record \"mine\" in progress", p.Entries)
 	}
 	if p, err := s.List(ctx, store.ListOptions{State: store.StateLapsed}); err != nil || len(p.Entries) != 0 {
-		t.Fatalf("List(lapsed) = %+v, %v; want nothing: Redis keeps no lapsed record", p, err)
+		t.Fatalf("List(lapsed) = %+v, %v; want nothing: no lease has lapsed", p, err)
 	}
 }

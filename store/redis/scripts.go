@@ -9,25 +9,143 @@ import (
 
 // The Lua scripts. Each touches exactly one key (KEYS[1]), so each runs on the
 // node that owns the key's slot in a Redis Cluster. They read the fixed
-// header described in codec.go; a value whose first byte is not version 1 is
-// reported as -1 and left untouched.
+// header described in codec.go, of version 2 or 1; a value of any other
+// version is reported as -1 and left untouched.
+//
+// Every script that must tell a live lease from a lapsed one starts with
+// luaPrelude: a record in progress of version 2 is written with PX
+// lease+LapsedKept, so its lease is live while its PTTL is above LapsedKept
+// (on the server's clock, as PX itself); a version-1 one was written with
+// PX lease and is live while it exists. A completed record is live while it
+// exists.
 
-// renewScript renews a lease for its own holder. ARGV[1] is the new value,
-// ARGV[2] the lease in milliseconds. The key is rewritten only when its
-// current value is the same record in progress (same version, status, token
-// and fingerprint: every byte outside the time field equal to ARGV[1]); the
-// script then returns 1. Otherwise it returns the current value, or false
-// when the key is absent, and the caller decides again.
-var renewScript = goredis.NewScript(`
-local cur = redis.call('GET', KEYS[1])
-if not cur then return false end
-local new = ARGV[1]
-if #cur == #new and string.sub(cur, 1, 5) == string.sub(new, 1, 5)
-	and string.sub(cur, 14) == string.sub(new, 14) and string.byte(cur, 2) == 1 then
-	redis.call('SET', KEYS[1], new, 'PX', ARGV[2])
-	return 1
+// luaPrelude defines hdr (the header size of a version byte, nil for an
+// unknown one) and live (whether the record in progress cur under KEYS[1]
+// holds a live lease). KEPT stands for LapsedKept in milliseconds.
+//
+// PTTL counts whole milliseconds, and a server whose clock is finer may
+// round the remaining time down (miniredis does): in the lease's last
+// millisecond, PTTL equal to KEPT, live compares the lease deadline in the
+// value with the server's TIME instead. On Redis that is the instant of the
+// deadline itself, so the two agree but for the skew between the clock that
+// wrote the value and the server's, within that one millisecond.
+const luaPrelude = `
+local function hdr(v)
+	if v == 2 then return 25 elseif v == 1 then return 13 end
+	return nil
 end
-return cur
+local function live(cur)
+	if string.byte(cur, 1) ~= 2 or string.byte(cur, 2) ~= 1 then return true end
+	local ttl = redis.call('PTTL', KEYS[1])
+	if ttl ~= KEPT then return ttl < 0 or ttl > KEPT end
+	local a, b, c, d, e, f, g, h = string.byte(cur, 6, 13)
+	local at = ((((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f) * 256 + g) * 256 + h
+	local t = redis.call('TIME')
+	return at * 1000 > tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+`
+
+// script returns the script of body, after luaPrelude and with KEPT and
+// INLINE replaced by their values.
+func script(body string) *goredis.Script {
+	src := luaPrelude + body
+	src = strings.ReplaceAll(src, "KEPT", strconv.FormatInt(keptMillis, 10))
+	src = strings.ReplaceAll(src, "INLINE", strconv.Itoa(inlineComplete))
+	return goredis.NewScript(src)
+}
+
+// acquireScript claims a key that SET ... NX GET found holding a record in
+// progress, whose lease the server's clock must judge. ARGV[1] is the
+// caller's new value (version 2, in progress, Attempt 1, Fence from the
+// Store's clock), ARGV[2] its PX (lease+LapsedKept). It returns a pair:
+//
+//   - {1, value}: the key was absent (released meanwhile) and now holds
+//     ARGV[1], or it held the caller's own live lease (same token and
+//     fingerprint), now renewed: ARGV[1] with the record's Attempt and Fence
+//     kept (a version-1 record is rewritten as version 2, Attempt 0, Fence
+//     0);
+//   - {2, value}: it held a lapsed lease, now taken over: ARGV[1] with
+//     Attempt one more than the lapsed record's (at least 2) and Fence the
+//     largest of the lapsed Fence+1, the server's TIME in microseconds and
+//     ARGV[1]'s Fence;
+//   - {0, cur}: a live record the caller cannot take (another token's lease,
+//     another fingerprint, a completed record), unchanged, to classify;
+//   - {-1}: the value is not a record.
+//
+// The integers are split into 32-bit halves (Lua numbers are doubles), so
+// fences are exact over their whole range.
+var acquireScript = script(`
+local new = ARGV[1]
+local cur = redis.call('GET', KEYS[1])
+if not cur then
+	redis.call('SET', KEYS[1], new, 'PX', ARGV[2])
+	return {1, new}
+end
+local h = hdr(string.byte(cur, 1))
+local st = string.byte(cur, 2)
+if not h or #cur < h or (st ~= 1 and st ~= 2) then return {-1} end
+if st == 2 or live(cur) then
+	if st == 1 and string.sub(cur, 3, 5) == string.sub(new, 3, 5) and string.sub(cur, h + 1) == string.sub(new, 26) then
+		local af = string.rep('\0', 12)
+		if h == 25 then af = string.sub(cur, 14, 25) end
+		local v = string.sub(new, 1, 13) .. af .. string.sub(new, 26)
+		redis.call('SET', KEYS[1], v, 'PX', ARGV[2])
+		return {1, v}
+	end
+	return {0, cur}
+end
+local function u32(s, i)
+	local a, b, c, d = string.byte(s, i, i + 3)
+	return ((a * 256 + b) * 256 + c) * 256 + d
+end
+local function be32(n)
+	local d = n % 256
+	n = (n - d) / 256
+	local c = n % 256
+	n = (n - c) / 256
+	local b = n % 256
+	return string.char((n - b) / 256, b, c, d)
+end
+local two32 = 4294967296
+local attempt = u32(cur, 14)
+if attempt < 1 then attempt = 1 end
+if attempt < two32 - 1 then attempt = attempt + 1 end
+local hi, lo = u32(cur, 18), u32(cur, 22) + 1
+if lo == two32 then hi, lo = hi + 1, 0 end
+if hi == two32 then hi, lo = two32 - 1, two32 - 1 end
+local t = redis.call('TIME')
+local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local thi = math.floor(us / two32)
+local tlo = us - thi * two32
+if thi > hi or (thi == hi and tlo > lo) then hi, lo = thi, tlo end
+local chi, clo = u32(new, 18), u32(new, 22)
+if chi > hi or (chi == hi and clo > lo) then hi, lo = chi, clo end
+local v = string.sub(new, 1, 13) .. be32(attempt) .. be32(hi) .. be32(lo) .. string.sub(new, 26)
+redis.call('SET', KEYS[1], v, 'PX', ARGV[2])
+return {2, v}
+`)
+
+// renewScript extends a live lease of its holder: Store.Renew. ARGV[1] is
+// the token, ARGV[2] the 8-byte time field (the new LockedUntil), ARGV[3]
+// the PX (lease+LapsedKept). When the key holds a record in progress of this
+// token whose lease is live, it rewrites the time field and the expiry,
+// keeping Attempt and Fence (a version-1 record becomes version 2, Attempt
+// 0, Fence 0, so that its expiry can include the LapsedKept window), and
+// returns 1. In every other case (absent, lapsed, completed, another
+// token's) it writes nothing and returns 0; -1 for a value that is not a
+// record.
+var renewScript = script(`
+local cur = redis.call('GET', KEYS[1])
+if not cur then return 0 end
+local h = hdr(string.byte(cur, 1))
+if not h or #cur < h then return -1 end
+local tok = ARGV[1]
+if string.byte(cur, 2) ~= 1 or string.byte(cur, 3) ~= #tok or string.sub(cur, h + 1, h + #tok) ~= tok then return 0 end
+if not live(cur) then return 0 end
+local af = string.rep('\0', 12)
+if h == 25 then af = string.sub(cur, 14, 25) end
+redis.call('SET', KEYS[1], '\2' .. string.sub(cur, 2, 5) .. ARGV[2] .. af .. string.sub(cur, h + 1), 'PX', ARGV[3])
+return 1
 `)
 
 // completeScript stores a response. ARGV[1] is the token, ARGV[2] the 8-byte
@@ -37,9 +155,10 @@ return cur
 // keeping its fingerprint; the script returns 1. When this token already
 // completed it, the script changes nothing (the first response and retention
 // stay: a client may have been replayed them) and returns 1. It returns 0
-// when the key is absent or held by another token, and -1 when the value is
-// not a version-1 record (or a record in progress that carries response
-// bytes).
+// when the key is absent, held by another token or by this token's lapsed
+// lease, and -1 when the value is not a record (or a record in progress
+// that carries response bytes). The completed record keeps the version,
+// Attempt and Fence of the record in progress.
 //
 // A response of up to inlineComplete bytes (1 KiB) costs the server what
 // the record layout needs and no more: the GET that checks the token,
@@ -58,44 +177,48 @@ return cur
 // key allocate a string of exactly the final size with the response at its
 // end, then writes the small new header over its start (APPEND would do it
 // in place, but grows the string greedily, up to twice the memory).
-var completeScript = goredis.NewScript(strings.ReplaceAll(completeSrc, "INLINE", strconv.Itoa(inlineComplete)))
-
-// completeSrc is completeScript's source, INLINE standing for inlineComplete.
-const completeSrc = `
+//
+// A record in progress whose lease lapsed is, as everywhere, not the
+// token's any more: the script returns 0 for it and leaves it kept.
+var completeScript = script(`
 local cur = redis.call('GET', KEYS[1])
 if not cur then return 0 end
 local v, st, n, m1, m2 = string.byte(cur, 1, 5)
-if v ~= 1 or #cur < 13 then return -1 end
+local h = hdr(v)
+if not h or #cur < h then return -1 end
 local tok = ARGV[1]
-if n ~= #tok or string.sub(cur, 14, 13 + n) ~= tok then return 0 end
+if n ~= #tok or string.sub(cur, h + 1, h + n) ~= tok then return 0 end
 if st == 2 then return 1 end
-if st ~= 1 or #cur ~= 13 + n + m1 * 256 + m2 then return -1 end
+if st ~= 1 or #cur ~= h + n + m1 * 256 + m2 then return -1 end
+if not live(cur) then return 0 end
 local resp = ARGV[3]
+local head = string.sub(cur, 1, 1) .. '\2' .. string.sub(cur, 3, 5) .. ARGV[2] .. string.sub(cur, 14)
 if #resp <= INLINE then
-	redis.call('SET', KEYS[1], '\1\2' .. string.sub(cur, 3, 5) .. ARGV[2] .. string.sub(cur, 14) .. resp, 'PX', ARGV[4])
+	redis.call('SET', KEYS[1], head .. resp, 'PX', ARGV[4])
 	return 1
 end
-local head = '\1\2' .. string.sub(cur, 3, 5) .. ARGV[2] .. string.sub(cur, 14)
 redis.call('DEL', KEYS[1])
 redis.call('SETRANGE', KEYS[1], #head, resp)
 redis.call('SETRANGE', KEYS[1], 0, head)
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return 1
-`
+`)
 
 // inlineComplete is the largest response completeScript concatenates into
 // the completed value in Lua; a larger one goes through DEL and SETRANGE
 // (measured, see there).
 const inlineComplete = 1 << 10
 
-// releaseScript deletes the key when it holds a record in progress of the
-// token ARGV[1], returning 1, and otherwise changes nothing and returns 0.
-var releaseScript = goredis.NewScript(`
+// releaseScript deletes the key when it holds a live lease of the token
+// ARGV[1], returning 1, and otherwise changes nothing and returns 0: a
+// lapsed lease of the token is left kept, as store.Release says.
+var releaseScript = script(`
 local cur = redis.call('GET', KEYS[1])
 if not cur then return 0 end
+local h = hdr(string.byte(cur, 1))
 local tok = ARGV[1]
-if #cur >= 13 + #tok and string.byte(cur, 1) == 1 and string.byte(cur, 2) == 1
-	and string.byte(cur, 3) == #tok and string.sub(cur, 14, 13 + #tok) == tok then
+if h and #cur >= h + #tok and string.byte(cur, 2) == 1
+	and string.byte(cur, 3) == #tok and string.sub(cur, h + 1, h + #tok) == tok and live(cur) then
 	redis.call('DEL', KEYS[1])
 	return 1
 end
@@ -104,7 +227,7 @@ return 0
 
 // claimScript is the fallback for servers without SET ... NX GET (before
 // Redis 7.0): the same decision in one atomic step. ARGV[1] is the value,
-// ARGV[2] the lease in milliseconds. It returns false after setting the key,
+// ARGV[2] its PX in milliseconds (lease+LapsedKept). It returns false after setting the key,
 // or the current value when the key exists.
 var claimScript = goredis.NewScript(`
 local cur = redis.call('GET', KEYS[1])

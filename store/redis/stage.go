@@ -44,8 +44,8 @@ const stageRetry = -2
 // the header the completion script would write, then the response. ARGV[1]
 // is the token, ARGV[2] the 8-byte time field, ARGV[3] the retention in
 // milliseconds. It checks the record exactly as completeScript does, with
-// the same answers (1 done or already completed by this token, 0 absent or
-// another token's, -1 not a version-1 record), and in every one of those
+// the same answers (1 done or already completed by this token, 0 absent,
+// another token's or a lapsed lease, -1 not a record), and in every one of those
 // cases but a fresh completion deletes the staging key. For a record in
 // progress of this token it compares the staged value's header with the
 // header completeScript would build (version, completed, token and
@@ -55,22 +55,33 @@ const stageRetry = -2
 // guessed wrong) or missing, it deletes the staging key and returns -2.
 // Only the header of the staged value is read (GETRANGE), never the
 // response.
-var commitScript = goredis.NewScript(`
+//
+// The staged value carries zeros where the record's Attempt and Fence go
+// (Complete does not know them); the script compares everything else and,
+// after the RENAME, writes the record's own Attempt and Fence over them
+// with SETRANGE (12 bytes, in place). A version-1 record in progress, or a
+// lapsed lease, is never staged over: the first answers -2 (Complete then
+// takes completeWatched), the second 0.
+var commitScript = script(`
 local cur = redis.call('GET', KEYS[1])
 local function drop(r) redis.call('DEL', KEYS[2]) return r end
 if not cur then return drop(0) end
-if #cur < 13 or string.byte(cur, 1) ~= 1 then return drop(-1) end
+local h = hdr(string.byte(cur, 1))
+if not h or #cur < h then return drop(-1) end
 local tok = ARGV[1]
 local n = string.byte(cur, 3)
-if n ~= #tok or string.sub(cur, 14, 13 + n) ~= tok then return drop(0) end
+if n ~= #tok or string.sub(cur, h + 1, h + n) ~= tok then return drop(0) end
 local st = string.byte(cur, 2)
 if st ~= 1 and st ~= 2 then return drop(-1) end
 if st == 2 then return drop(1) end
 local m = string.byte(cur, 4) * 256 + string.byte(cur, 5)
-if #cur ~= 13 + n + m then return drop(-1) end
-local head = string.sub(cur, 1, 1) .. '\2' .. string.sub(cur, 3, 5) .. ARGV[2] .. string.sub(cur, 14)
+if #cur ~= h + n + m then return drop(-1) end
+if not live(cur) then return drop(0) end
+if h ~= 25 then return drop(-2) end
+local head = '\2\2' .. string.sub(cur, 3, 5) .. ARGV[2] .. string.rep('\0', 12) .. string.sub(cur, 26)
 if redis.call('GETRANGE', KEYS[2], 0, #head - 1) ~= head then return drop(-2) end
 redis.call('RENAME', KEYS[2], KEYS[1])
+redis.call('SETRANGE', KEYS[1], 13, string.sub(cur, 14, 25))
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 `)
@@ -123,7 +134,7 @@ func (s *Store) completeStaged(ctx context.Context, rk string, token store.Token
 	if !ok {
 		return 0, false, nil
 	}
-	val := encode(statusCompleted, token, fp, at, response)
+	val := encode(statusCompleted, token, fp, at, 0, 0, response) // Attempt and Fence: the script's
 	keys := []string{rk, sk}
 	args := []any{string(token), encodeTime(at), ms}
 	var cmd *goredis.Cmd

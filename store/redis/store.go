@@ -161,9 +161,18 @@ func (s *Store) Close() error {
 	return err
 }
 
-// Claim implements store.Store. A new key costs one command (SET NX GET PX);
-// a key that exists costs the same single command plus, only when it is the
-// caller's own record in progress, the renewal script.
+// Claim implements store.Store. A new key costs one command (SET NX GET
+// PX lease+LapsedKept), and so does a key holding a completed record (a
+// replay or a mismatch, decided from the value SET returned). A key holding
+// a record in progress costs that command plus acquireScript, which judges
+// the lease on the server's clock (PTTL) and, in one atomic step, renews the
+// caller's own lease, takes over a lapsed one (Attempt+1 and a larger Fence,
+// from the server's TIME) or reports the live record.
+//
+// A claim of a new key sets Attempt 1 and Fence max(1, now in µs) from the
+// Store's clock (WithClock), which SET cannot read from the server; a
+// takeover's Fence is at least the server's TIME and the Store's clock in
+// µs, and always above the lapsed record's.
 func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.Token, lease time.Duration) (store.Claim, error) {
 	if err := store.CheckClaim(key, fingerprint, token, lease); err != nil {
 		return store.Claim{}, fmt.Errorf("redis: claim: %w", err)
@@ -172,65 +181,83 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 		return store.Claim{}, fmt.Errorf("redis: claim: %w", err)
 	}
 	ms := millis(lease)
-	at := s.now().UnixMilli() + ms
-	rk, val := s.keyAndClaim(key, token, fingerprint, at)
-	mine := store.Claim{Outcome: store.Acquired, Record: store.Record{
-		Key:         key,
-		Fingerprint: fingerprint,
-		Status:      store.StatusInProgress,
-		Token:       token,
-		LockedUntil: time.UnixMilli(at),
-		ExpiresAt:   time.UnixMilli(at),
-	}}
+	now := s.now()
+	at := now.UnixMilli() + ms
+	fence := uint64(max(now.UnixMicro(), 1))
+	rk, val := s.keyAndClaim(key, token, fingerprint, at, fence)
+	px := ms + keptMillis
 
-	var cur string
-	haveCur := false
-	for range maxAttempts {
-		if !haveCur {
-			v, set, err := s.claimCmd(ctx, rk, val, ms)
-			if err != nil {
-				return store.Claim{}, s.fail(ctx, "claim", err)
-			}
-			if set {
-				s.remember(rk, token, fingerprint)
-				return mine, nil
-			}
-			cur = v
-		}
-		rec, err := decodeReply(key, cur)
-		if err != nil {
-			return store.Claim{}, fmt.Errorf("redis: claim: key %q: %w", key, err)
-		}
-		// Redis returned the value, so the key is live (PX expires it on
-		// the server's clock): no now to compare.
-		if f := store.Classify(rec, fingerprint, token, time.Time{}); !f.Write {
-			return store.Claim{Outcome: f.Outcome, Record: rec}, nil
-		}
-		// The caller's own record in progress: renew the lease, unless the
-		// record changed since we read it.
-		res, err := s.run(ctx, renewScript, rk, val, ms).Result()
-		switch v := res.(type) {
-		case int64:
-			if err == nil && v == 1 {
-				s.remember(rk, token, fingerprint)
-				return mine, nil
-			}
-		case string:
-			if err == nil {
-				cur, haveCur = v, true
-				continue
-			}
-		}
-		if errors.Is(err, goredis.Nil) {
-			haveCur = false // absent now: claim it afresh
-			continue
-		}
-		if err == nil {
-			err = fmt.Errorf("unexpected reply %v from the renewal script", res)
-		}
-		return store.Claim{}, s.fail(ctx, "claim: renew", err)
+	v, set, err := s.claimCmd(ctx, rk, val, px)
+	if err != nil {
+		return store.Claim{}, s.fail(ctx, "claim", err)
 	}
-	return store.Claim{}, fmt.Errorf("redis: claim: key %q changed %d times while claiming it", key, maxAttempts)
+	if set {
+		s.remember(rk, token, fingerprint)
+		return store.Claim{Outcome: store.Acquired, Record: store.Record{
+			Key:         key,
+			Fingerprint: fingerprint,
+			Status:      store.StatusInProgress,
+			Token:       token,
+			LockedUntil: time.UnixMilli(at),
+			ExpiresAt:   time.UnixMilli(at),
+			Attempt:     1,
+			Fence:       fence,
+		}}, nil
+	}
+	rec, err := decodeReply(key, v)
+	if err != nil {
+		return store.Claim{}, fmt.Errorf("redis: claim: key %q: %w", key, err)
+	}
+	if rec.Status == store.StatusCompleted {
+		// Redis returned the value, so the completed record is live (PX
+		// expires it on the server's clock): no now to compare.
+		f := store.Classify(rec, fingerprint, token, time.Time{})
+		return store.Claim{Outcome: f.Outcome, Record: rec}, nil
+	}
+	// A record in progress, live or lapsed (kept for LapsedKept): the
+	// script decides on the server's clock, and writes what it decides.
+	res, err := s.run(ctx, acquireScript, rk, val, px).Slice()
+	if err != nil {
+		return store.Claim{}, s.fail(ctx, "claim", err)
+	}
+	code, cur, err := acquireReply(res)
+	if err != nil {
+		return store.Claim{}, fmt.Errorf("redis: claim: key %q: %w", key, err)
+	}
+	rec, err = decodeReply(key, cur)
+	if err != nil {
+		return store.Claim{}, fmt.Errorf("redis: claim: key %q: %w", key, err)
+	}
+	if code != 0 {
+		s.remember(rk, token, fingerprint)
+		return store.Claim{Outcome: store.Acquired, Record: rec}, nil
+	}
+	// Live, and not the caller's to renew: the script renews an own lease.
+	f := store.Classify(rec, fingerprint, token, time.Time{})
+	if f.Write {
+		return store.Claim{}, fmt.Errorf("redis: claim: key %q: the claim script left the caller's own lease unrenewed", key)
+	}
+	return store.Claim{Outcome: f.Outcome, Record: rec}, nil
+}
+
+// acquireReply reads acquireScript's reply: the code (0 live and not
+// taken, 1 acquired, 2 taken over) and the value.
+func acquireReply(res []any) (code int64, cur string, err error) {
+	if len(res) == 0 {
+		return 0, "", errors.New("empty reply from the claim script")
+	}
+	code, _ = res[0].(int64)
+	if code == -1 {
+		return 0, "", fmt.Errorf("%w: the claim script found no record", errCorrupt)
+	}
+	if len(res) != 2 || code < 0 || code > 2 {
+		return 0, "", fmt.Errorf("unexpected reply %v from the claim script", res)
+	}
+	cur, ok := res[1].(string)
+	if !ok {
+		return 0, "", fmt.Errorf("unexpected reply %v from the claim script", res)
+	}
+	return code, cur, nil
 }
 
 // claimCmd is setNX, coalesced with other callers' commands when it can be.
@@ -352,13 +379,15 @@ const watchedComplete = 64 << 10
 
 // completeWatched does what completeScript does, with the same results (1
 // done, 0 lease lost, -1 not a record), as an optimistic transaction: WATCH
-// and GET the key, check the token where the script would, and SET the
+// the key, GET it and its PTTL, check the token and the lease where the
+// script would, and SET the
 // completed value in MULTI/EXEC, which Redis aborts if the key changed (or
 // expired) since the WATCH; then it decides again.
 func (s *Store) completeWatched(ctx context.Context, rk string, token store.Token, response []byte, at, ms int64) (int64, error) {
-	// A plain client sends WATCH and GET in one round trip; a Cluster (or
-	// Ring) client needs the key given to Watch to find its node, which
-	// costs WATCH a round trip of its own.
+	// A plain client sends WATCH, GET and PTTL in one round trip; a Cluster
+	// (or Ring) client needs the key given to Watch to find its node, which
+	// costs WATCH a round trip of its own. The PTTL tells a live lease from
+	// a lapsed one kept for LapsedKept, as the scripts' live does.
 	_, plain := s.client.(*goredis.Client)
 	var keys []string
 	if !plain {
@@ -369,18 +398,18 @@ func (s *Store) completeWatched(ctx context.Context, rk string, token store.Toke
 		err := s.client.Watch(ctx, func(tx *goredis.Tx) error {
 			var cur string
 			var err error
-			if plain {
-				var get *goredis.StringCmd
-				_, err = tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			var get *goredis.StringCmd
+			var pttl *goredis.DurationCmd
+			_, err = tx.Pipelined(ctx, func(p goredis.Pipeliner) error {
+				if plain {
 					p.Do(ctx, "watch", rk)
-					get = p.Get(ctx, rk)
-					return nil
-				})
-				if err == nil || errors.Is(err, goredis.Nil) {
-					cur, err = get.Result()
 				}
-			} else {
-				cur, err = tx.Get(ctx, rk).Result()
+				get = p.Get(ctx, rk)
+				pttl = p.PTTL(ctx, rk)
+				return nil
+			})
+			if err == nil || errors.Is(err, goredis.Nil) {
+				cur, err = get.Result()
 			}
 			done := func(result int64) error {
 				n = result
@@ -408,8 +437,10 @@ func (s *Store) completeWatched(ctx context.Context, rk string, token store.Toke
 				return done(0)
 			case rec.Status == store.StatusCompleted:
 				return done(1) // a retried Complete: the first response and retention stay
+			case !leaseLive(cur, pttl.Val(), s.now):
+				return done(0) // lapsed, kept for its attempt count: not the token's any more
 			}
-			val := encode(statusCompleted, token, rec.Fingerprint, at, response)
+			val := encode(statusCompleted, token, rec.Fingerprint, at, rec.Attempt, rec.Fence, response)
 			_, err = tx.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 				p.Set(ctx, rk, val, time.Duration(ms)*time.Millisecond)
 				return nil
@@ -441,7 +472,8 @@ func (s *Store) forget(rk string, token store.Token) {
 }
 
 // Release implements store.Store with one script run that deletes the key
-// only when it holds token's record in progress.
+// only when it holds token's record in progress with a live lease (a lapsed
+// one stays kept).
 func (s *Store) Release(ctx context.Context, key string, token store.Token) error {
 	if err := store.CheckRelease(key, token); err != nil {
 		return fmt.Errorf("redis: release: %w", err)
@@ -457,7 +489,37 @@ func (s *Store) Release(ctx context.Context, key string, token store.Token) erro
 	return nil
 }
 
-// Get implements store.Store with one GET.
+// Renew implements store.Store with one script run (renewScript) that
+// extends the lease only when the key holds token's record in progress and
+// its lease is live on the server's clock; otherwise it writes nothing and
+// Renew returns an error wrapping store.ErrLeaseLost. It keeps Attempt and
+// Fence. With WithReplicas, a renewal fewer replicas acknowledged fails
+// with ErrNotReplicated.
+func (s *Store) Renew(ctx context.Context, key string, token store.Token, lease time.Duration) error {
+	if err := store.CheckRenew(key, token, lease); err != nil {
+		return fmt.Errorf("redis: renew: %w", err)
+	}
+	if err := s.begin(ctx); err != nil {
+		return fmt.Errorf("redis: renew: %w", err)
+	}
+	ms := millis(lease)
+	at := s.now().UnixMilli() + ms
+	n, err := s.run(ctx, renewScript, s.prefix+key, string(token), encodeTime(at), ms+keptMillis).Int64()
+	if err != nil {
+		return s.fail(ctx, "renew", err)
+	}
+	switch n {
+	case 1:
+		return nil
+	case 0:
+		return fmt.Errorf("redis: renew: key %q: %w", key, store.ErrLeaseLost)
+	}
+	return fmt.Errorf("redis: renew: key %q: %w", key, errCorrupt)
+}
+
+// Get implements store.Store with GET and PTTL in one MULTI/EXEC (one
+// round trip): a record in progress whose lease lapsed, kept for
+// store.LapsedKept, is reported absent (ErrNotFound).
 func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
 	if err := store.CheckKey(key); err != nil {
 		return store.Record{}, fmt.Errorf("redis: get: %w", err)
@@ -465,7 +527,18 @@ func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
 	if err := s.begin(ctx); err != nil {
 		return store.Record{}, fmt.Errorf("redis: get: %w", err)
 	}
-	v, err := s.client.Get(ctx, s.prefix+key).Result()
+	rk := s.prefix + key
+	var get *goredis.StringCmd
+	var pttl *goredis.DurationCmd
+	_, err := s.client.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		get = p.Get(ctx, rk)
+		pttl = p.PTTL(ctx, rk)
+		return nil
+	})
+	if err != nil && !errors.Is(err, goredis.Nil) {
+		return store.Record{}, s.fail(ctx, "get", err)
+	}
+	v, err := get.Result()
 	if errors.Is(err, goredis.Nil) {
 		return store.Record{}, fmt.Errorf("redis: get: key %q: %w", key, store.ErrNotFound)
 	}
@@ -476,7 +549,30 @@ func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
 	if err != nil {
 		return store.Record{}, fmt.Errorf("redis: get: key %q: %w", key, err)
 	}
+	if !leaseLive(v, pttl.Val(), s.now) {
+		// Lapsed, kept only for its attempt count: absent, as ever.
+		return store.Record{}, fmt.Errorf("redis: get: key %q: %w", key, store.ErrNotFound)
+	}
 	return rec, nil
+}
+
+// leaseLive reports what the scripts' live does, for the value v that
+// Redis holds with the remaining time pttl (go-redis' PTTL reply: -1 or -2
+// as nanoseconds for no expiry or no key): whether v, if it is a version-2
+// record in progress, still holds its lease, which ends LapsedKept before
+// Redis deletes the record. Every other value is live while it exists.
+//
+// In the lease's last millisecond (pttl equal to LapsedKept) the lease
+// deadline in the value decides against now, the Store's clock, as the
+// scripts' live decides against the server's TIME (see luaPrelude).
+func leaseLive(v string, pttl time.Duration, now func() time.Time) bool {
+	if len(v) < headerSize || v[0] != codecVersion || v[offStatus] != statusInProgress {
+		return true
+	}
+	if pttl != store.LapsedKept {
+		return pttl < 0 || pttl > store.LapsedKept
+	}
+	return int64(bigEndian(v[offTime:offAttempt]))*1000 > now().UnixMicro()
 }
 
 // begin is the common start of every call that touches Redis.

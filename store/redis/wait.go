@@ -26,7 +26,7 @@ type waitOptions struct {
 }
 
 // WithReplicas makes every Claim that writes (a new key, a lease taken over
-// or renewed) and every Complete wait until n replicas of the key's master
+// or renewed), every Renew that extends a lease and every Complete wait until n replicas of the key's master
 // have acknowledged the write, with Redis' WAIT n timeout, sent in the same
 // pipeline on the same connection as the write (on a Cluster, to the master
 // that owns the key's slot). When fewer than n acknowledge within timeout the
@@ -174,9 +174,9 @@ func (s *Store) evalWait(ctx context.Context, sc *goredis.Script, rk string, arg
 	}
 }
 
-// run runs one of the writing scripts (renewal, completion) on rk. Without
+// run runs one of the writing scripts (claim, renewal, completion) on rk. Without
 // WithReplicas it is sc.Run. With it, the script and WAIT share a pipeline,
-// and when the script reports it wrote (1) but fewer replicas acknowledged
+// and when the script reports it wrote (see wrote) but fewer replicas acknowledged
 // than asked, the result is an error wrapping ErrNotReplicated.
 func (s *Store) run(ctx context.Context, sc *goredis.Script, rk string, args ...any) *goredis.Cmd {
 	if !s.waiting() {
@@ -186,10 +186,26 @@ func (s *Store) run(ctx context.Context, sc *goredis.Script, rk string, args ...
 	if err != nil {
 		return goredis.NewCmdResult(nil, err)
 	}
-	if v, ok := cmd.Val().(int64); ok && v == 1 && acked < int64(s.wait.n) {
+	if wrote(cmd.Val()) && acked < int64(s.wait.n) {
 		return goredis.NewCmdResult(nil, s.notReplicated(acked))
 	}
 	return cmd
+}
+
+// wrote reports whether a writing script's reply says it wrote: 1 from the
+// renewal and completion scripts, {1, value} or {2, value} from
+// acquireScript.
+func wrote(v any) bool {
+	switch v := v.(type) {
+	case int64:
+		return v == 1
+	case []any:
+		if len(v) > 0 {
+			n, _ := v[0].(int64)
+			return n == 1 || n == 2
+		}
+	}
+	return false
 }
 
 // notReplicated is the error of a write that acked replicas acknowledged.

@@ -54,7 +54,7 @@ func BenchmarkReplicas(b *testing.B) {
 		WithReplicas(1, time.Second))
 	tok := store.NewToken()
 	leaseMs, retentionMs := millis(benchLease), millis(benchRetention)
-	inProgress := encode(statusInProgress, tok, "fp", time.Now().Add(benchLease).UnixMilli(), nil)
+	inProgress := encode(statusInProgress, tok, "fp", time.Now().Add(benchLease).UnixMilli(), 1, 1, nil)
 	expires := encodeTime(time.Now().Add(benchRetention).UnixMilli())
 
 	storeOp := func(s *Store) func(key string) error {
