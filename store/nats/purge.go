@@ -14,8 +14,9 @@ import (
 // purgeBatch is how many entries Purge reads from the bucket at a time.
 const purgeBatch = 256
 
-// Purge deletes the records whose lease or retention is over, and the
-// markers Release leaves, and reports how many records it deleted. On NATS
+// Purge deletes the records whose retention is over, the leases that
+// lapsed more than store.LapsedKept ago, and the markers Release leaves,
+// and reports how many records it deleted. On NATS
 // 2.11 and later with a bucket made by Migrate the servers do this by
 // themselves (each entry carries a TTL) and Purge finds little; on older
 // servers run it periodically (package purge does).
