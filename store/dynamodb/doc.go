@@ -33,7 +33,10 @@
 // enables Time to Live on TTLAttribute. The other attributes: f
 // fingerprint, t token, s status (1 in progress, 2 completed), l end of the
 // lease and e end of the record (Unix nanoseconds), r response (binary),
-// ttl (Unix seconds, for DynamoDB's TTL).
+// ttl (Unix seconds, for DynamoDB's TTL), a attempt and n fence
+// (Record.Attempt and Record.Fence). Items written before a and n existed
+// read with Attempt 0 and Fence 0, and a takeover of one counts attempt 2;
+// the table being schemaless, nothing needs migrating.
 //
 // # What DynamoDB guarantees, and what the Store builds on it
 //
@@ -43,17 +46,28 @@
 // serialized. A strongly consistent read (ConsistentRead) returns every
 // write acknowledged before it. The Store uses nothing else:
 //
-//   - Claim is one conditional PutItem, written when the key is absent, its
-//     record is over (a lapsed lease, an ended retention) or it is the
-//     caller's own claim with the same fingerprint (a renewal). Of
-//     concurrent claims of one key exactly one condition passes. A refused
-//     write is explained by the item DynamoDB returns with the refusal
+//   - Claim of a new key is one PutItem conditional on the key having no
+//     item (Attempt 1, Fence the Store's clock in microseconds): of
+//     concurrent claims exactly one condition passes. A refused write is
+//     explained by the item DynamoDB returns with the refusal
 //     (ReturnValuesOnConditionCheckFailure=ALL_OLD), or, from a server that
-//     returns none (dynalite), by one strongly consistent GetItem.
+//     returns none (dynalite), by one strongly consistent GetItem. A live
+//     record is reported (Mismatch, Completed, InProgress), or, the
+//     caller's own lease, extended by an UpdateItem conditional on it
+//     still being that live lease (its fence). A record that is over (a
+//     lapsed lease, an ended retention) is taken over by a PutItem whose
+//     Attempt and Fence store.Successor computes from it, conditional on
+//     the item still being exactly that record (token, deadline, status
+//     and fence) and over: of concurrent takeovers one passes, and the
+//     others explain their refusal again.
 //   - Complete is one UpdateItem conditional on the token holding the key in
-//     progress; Release one DeleteItem with the same condition. A stale
-//     holder can therefore never change a record another token took over,
-//     whatever the clocks say (fencing by token).
+//     progress; Release one DeleteItem conditional on the token holding a
+//     live lease (a lapsed lease is left, for the attempt count); Renew one
+//     UpdateItem of the lease's end with that same condition, which never
+//     creates an item, so a refusal (store.ErrLeaseLost) writes nothing. A
+//     stale holder can therefore never change a record another token took
+//     over, whatever the clocks say (fencing by token). Complete and Renew
+//     keep the attempt and the fence.
 //   - Get is one strongly consistent GetItem.
 //
 // Throttling (ProvisionedThroughputExceededException, ThrottlingException,
@@ -100,10 +114,12 @@
 //
 // DynamoDB's TTL deletes items on AWS's own clock, some time (up to days)
 // after their ttl attribute, which is set one hour past the record's end
-// (the skew allowance included). TTL only removes what every Store already treats
+// (the skew allowance included; for a lease, its end plus store.LapsedKept,
+// so that a lapsed lease is kept that long for the attempt count). TTL only removes what every Store already treats
 // as absent; it decides nothing. Purge does the same on demand, for tables
 // without TTL (and for servers without the TTL API, such as dynalite), with
-// a Scan: prefer TTL on a large table.
+// a Scan, and keeps a lapsed lease store.LapsedKept as well: prefer TTL on
+// a large table.
 //
 // # Responses stop at 400 KB
 //
@@ -133,7 +149,7 @@
 //
 // # Permissions
 //
-// Claim, Complete, Release and Get need dynamodb:PutItem, UpdateItem,
+// Claim, Complete, Release, Renew and Get need dynamodb:PutItem, UpdateItem,
 // DeleteItem and GetItem on the table (store.Open checks with one GetItem);
 // Purge needs Scan and DeleteItem; Migrate needs CreateTable, DescribeTable
 // and UpdateTimeToLive, so a service that runs with the item permissions

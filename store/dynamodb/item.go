@@ -22,13 +22,18 @@ const (
 	attrExpiresAt   = "e"   // N, Unix nanoseconds: when the record becomes absent
 	attrResponse    = "r"   // B, completed only; absent when the response is empty
 	attrTTL         = "ttl" // N, Unix seconds: when DynamoDB's TTL may delete the item
+	attrAttempt     = "a"   // N, Record.Attempt; absent on items written before it (read as 0)
+	attrFence       = "n"   // N, Record.Fence; absent on items written before it (read as 0)
 )
 
 // TTLAttribute is the attribute Migrate enables DynamoDB's Time to Live on.
 // Each item holds there, in Unix seconds, a time one hour after the item's
 // own deadline (which includes the clock skew allowance), so AWS's deletion
 // (on AWS's clock, some time after that) only removes items that every
-// Store already treats as absent.
+// Store already treats as absent. For a record in progress that deadline
+// is the end of the lease plus store.LapsedKept: a lapsed lease is kept
+// that long, absent to Claim and Get, so that the claim that takes it over
+// counts one attempt more.
 const TTLAttribute = attrTTL
 
 // ttlGrace is how far past the end of its record an item's TTL lies.
@@ -37,6 +42,7 @@ const ttlGrace = time.Hour
 var names = map[string]string{
 	"#k": attrKey, "#f": attrFingerprint, "#t": attrToken, "#s": attrStatus,
 	"#l": attrLockedUntil, "#e": attrExpiresAt, "#r": attrResponse, "#ttl": attrTTL,
+	"#a": attrAttempt, "#n": attrFence,
 }
 
 // namesFor returns the subset of names an expression uses.
@@ -64,11 +70,20 @@ func keyOf(key string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{attrKey: attrS(key)}
 }
 
-// ttlOf returns the TTL attribute for a record that ends at end.
+// ttlOf returns the TTL attribute for a record that ends at end (for a
+// lease: the end of the lease plus store.LapsedKept, see leaseTTL).
 func (s *Store) ttlOf(end time.Time) types.AttributeValue {
 	t := end.Add(ttlGrace)
 	return attrN(strconv.FormatInt(t.Unix()+1, 10))
 }
+
+// leaseTTL returns the TTL attribute for a lease that lapses at until: the
+// item stays store.LapsedKept past it, for the attempt count.
+func (s *Store) leaseTTL(until time.Time) types.AttributeValue {
+	return s.ttlOf(until.Add(store.LapsedKept))
+}
+
+func attrUint(v uint64) types.AttributeValue { return attrN(strconv.FormatUint(v, 10)) }
 
 // decode turns an item into a record. A nil item decodes to ok == false.
 func decode(item map[string]types.AttributeValue) (r store.Record, ok bool, err error) {
@@ -100,6 +115,22 @@ func decode(item map[string]types.AttributeValue) (r store.Record, ok bool, err 
 		return time.Unix(0, ns), nil
 	}
 	r.Key, r.Fingerprint, r.Token = str(attrKey), str(attrFingerprint), store.Token(str(attrToken))
+	// Attempt and fence: absent on items written before them (0).
+	for name, bits := range map[string]int{attrAttempt: 32, attrFence: 64} {
+		v, ok := item[name].(*types.AttributeValueMemberN)
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(v.Value, 10, bits)
+		if err != nil {
+			return r, false, fmt.Errorf("attribute %q = %q: %w", name, v.Value, err)
+		}
+		if name == attrAttempt {
+			r.Attempt = uint32(n)
+		} else {
+			r.Fence = n
+		}
+	}
 	status, err := num(attrStatus)
 	if err != nil {
 		return r, false, err

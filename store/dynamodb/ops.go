@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -16,14 +17,25 @@ import (
 // deadline (#e, written with the skew allowance in it) is at or before it
 // is over.
 const (
-	// Claim writes when the key is absent, its record is over (a lapsed
-	// lease or a retention that ended), or the caller's own token holds it
-	// in progress with the same fingerprint (a renewal).
-	claimCond      = "attribute_not_exists(#k) OR #e <= :now OR (#s = :inprog AND #t = :tok AND #f = :fp)"
-	claimCondNoFP  = "attribute_not_exists(#k) OR #e <= :now OR (#s = :inprog AND #t = :tok AND attribute_not_exists(#f))"
+	// A claim of a key with no item.
+	freshCond = "attribute_not_exists(#k)"
+	// A takeover: the item is still the record the claim read (the same
+	// token, deadline, status and fence: every write that acquires a key
+	// gives it a new fence, and every other write moves its deadline or
+	// its status), and that record is over.
+	takeoverCond        = "#t = :ptok AND #e = :pe AND #s = :ps AND #n = :pn AND #e <= :now"
+	takeoverCondNoFence = "#t = :ptok AND #e = :pe AND #s = :ps AND attribute_not_exists(#n) AND #e <= :now"
+	// A re-entrant claim: the caller's own live lease, with the fence read.
+	reentrantCond        = "#s = :inprog AND #t = :tok AND #e > :now AND #n = :pn"
+	reentrantCondNoFence = "#s = :inprog AND #t = :tok AND #e > :now AND attribute_not_exists(#n)"
+	// Release and Renew: the token's live lease.
+	liveLeaseCond = "#s = :inprog AND #t = :tok AND #e > :now"
+	// Complete: the token's lease (a lapsed one too, while no claim took it over).
 	holderCond     = "#s = :inprog AND #t = :tok"
 	completeUpdate = "SET #s = :done, #e = :e, #ttl = :ttl, #r = :r REMOVE #l"
 	completeNoResp = "SET #s = :done, #e = :e, #ttl = :ttl REMOVE #l"
+	// A lease extended (Renew, a re-entrant Claim): attempt and fence stay.
+	extendUpdate = "SET #l = :until, #e = :until, #ttl = :ttl"
 )
 
 var (
@@ -31,74 +43,146 @@ var (
 	completedValue  = attrN(statusCompleted)
 )
 
-// Claim implements store.Store: one conditional PutItem, which writes the
-// claim when the key is free or already the caller's. When the condition
-// fails, the item DynamoDB returns with the refusal
-// (ReturnValuesOnConditionCheckFailure), or one strongly consistent GetItem
-// where the server returns none, says what holds the key.
+// Claim implements store.Store with conditional writes that decide on the
+// item as it is. The first is a PutItem of a new record (Attempt 1, Fence
+// the Store's clock in microseconds) conditional on the key having no item,
+// so a new key costs one write. When that is refused, the item DynamoDB
+// returns with the refusal (ReturnValuesOnConditionCheckFailure), or one
+// strongly consistent GetItem where the server returns none, says what
+// holds the key: a live record is Mismatch, Completed or InProgress (or the
+// caller's own lease, extended by an UpdateItem conditional on it still
+// being that lease), and a record that is over is taken over by a PutItem
+// whose Attempt and Fence store.Successor computes from it, conditional on
+// the item still being exactly that record and over. A refused write is
+// explained again, up to maxAttempts times.
 func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.Token, lease time.Duration) (store.Claim, error) {
 	if err := store.CheckClaim(key, fingerprint, token, lease); err != nil {
 		return store.Claim{}, fmt.Errorf("dynamodb: claim: %w", err)
 	}
+	var prev store.Record // the record the key holds, as last read
+	found := false        // whether there is one: the first write assumes none
 	for range maxAttempts {
 		now := s.now()
 		until := s.deadline(now, lease)
-		item := map[string]types.AttributeValue{
-			attrKey:         attrS(key),
-			attrToken:       attrS(string(token)),
-			attrStatus:      inProgressValue,
-			attrLockedUntil: attrTime(until),
-			attrExpiresAt:   attrTime(until),
-			attrTTL:         s.ttlOf(until),
-		}
-		values := map[string]types.AttributeValue{
-			":now": attrTime(now), ":inprog": inProgressValue, ":tok": attrS(string(token)),
-		}
-		cond, condNames := claimCondNoFP, namesFor("#k", "#e", "#s", "#t", "#f")
-		if fingerprint != "" {
-			item[attrFingerprint] = attrS(fingerprint)
-			values[":fp"] = attrS(fingerprint)
-			cond = claimCond
-		}
-		in := &dynamodb.PutItemInput{
-			TableName: s.table, Item: item, ConditionExpression: &cond,
-			ExpressionAttributeNames: condNames, ExpressionAttributeValues: values,
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}
-		err := s.retry(ctx, func(ctx context.Context) error {
-			_, err := s.client.PutItem(ctx, in)
-			return err
-		})
-		if err == nil {
-			return store.Claim{Outcome: store.Acquired, Record: store.Record{
-				Key: key, Fingerprint: fingerprint, Status: store.StatusInProgress, Token: token,
-				LockedUntil: until, ExpiresAt: until,
-			}}, nil
+		var item map[string]types.AttributeValue
+		var err error
+		if found && s.live(prev, now) {
+			switch {
+			case prev.Fingerprint != fingerprint:
+				return store.Claim{Outcome: store.Mismatch, Record: prev}, nil
+			case prev.Status == store.StatusCompleted:
+				return store.Claim{Outcome: store.Completed, Record: prev}, nil
+			case prev.Token != token:
+				return store.Claim{Outcome: store.InProgress, Record: prev}, nil
+			}
+			// The caller's own live lease: extend it, attempt and fence kept.
+			item, err = s.extend(ctx, key, token, now, until, &prev)
+			if err == nil {
+				r := prev
+				r.LockedUntil, r.ExpiresAt = until, until
+				return store.Claim{Outcome: store.Acquired, Record: r}, nil
+			}
+		} else {
+			attempt, fence := store.Successor(prev, found, token, now)
+			item, err = s.put(ctx, key, fingerprint, token, until, attempt, fence, now, prev, found)
+			if err == nil {
+				return store.Claim{Outcome: store.Acquired, Record: store.Record{
+					Key: key, Fingerprint: fingerprint, Status: store.StatusInProgress, Token: token,
+					LockedUntil: until, ExpiresAt: until, Attempt: attempt, Fence: fence,
+				}}, nil
+			}
 		}
 		var ccf *types.ConditionalCheckFailedException
 		if !errors.As(err, &ccf) {
 			return store.Claim{}, fmt.Errorf("dynamodb: claim: %w", err)
 		}
-		r, found, err := s.explain(ctx, key, ccf.Item)
-		if err != nil {
+		if prev, found, err = s.explain(ctx, key, item); err != nil {
 			return store.Claim{}, fmt.Errorf("dynamodb: claim: %w", err)
 		}
-		if !found || !s.live(r, s.now()) {
-			continue // released or over since the write was refused: try again
-		}
-		switch {
-		case r.Fingerprint != fingerprint:
-			return store.Claim{Outcome: store.Mismatch, Record: r}, nil
-		case r.Status == store.StatusCompleted:
-			return store.Claim{Outcome: store.Completed, Record: r}, nil
-		case r.Token != token:
-			return store.Claim{Outcome: store.InProgress, Record: r}, nil
-		}
-		// Our own claim, which the condition refused a moment ago: it was
-		// written (by a lost reply's first attempt) after the refusal.
-		// Writing again renews it.
 	}
 	return store.Claim{}, fmt.Errorf("dynamodb: claim: key %q changed %d times while being claimed", key, maxAttempts)
+}
+
+// put writes a new lease for token, conditional on the key having no item
+// (found false) or on its item still being prev, over at now. On a refusal
+// it returns the item DynamoDB handed back with it, if any.
+func (s *Store) put(ctx context.Context, key, fingerprint string, token store.Token, until time.Time,
+	attempt uint32, fence uint64, now time.Time, prev store.Record, found bool) (map[string]types.AttributeValue, error) {
+	item := map[string]types.AttributeValue{
+		attrKey:         attrS(key),
+		attrToken:       attrS(string(token)),
+		attrStatus:      inProgressValue,
+		attrLockedUntil: attrTime(until),
+		attrExpiresAt:   attrTime(until),
+		attrTTL:         s.leaseTTL(until),
+		attrAttempt:     attrUint(uint64(attempt)),
+		attrFence:       attrUint(fence),
+	}
+	if fingerprint != "" {
+		item[attrFingerprint] = attrS(fingerprint)
+	}
+	in := &dynamodb.PutItemInput{
+		TableName: s.table, Item: item,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	if !found {
+		in.ConditionExpression = aws.String(freshCond)
+		in.ExpressionAttributeNames = namesFor("#k")
+	} else {
+		status := inProgressValue
+		if prev.Status == store.StatusCompleted {
+			status = completedValue
+		}
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{
+			":ptok": attrS(string(prev.Token)), ":pe": attrTime(prev.ExpiresAt), ":ps": status, ":now": attrTime(now),
+		}
+		in.ExpressionAttributeNames = namesFor("#t", "#e", "#s", "#n")
+		in.ConditionExpression = aws.String(takeoverCondNoFence)
+		if prev.Fence != 0 {
+			in.ConditionExpression = aws.String(takeoverCond)
+			in.ExpressionAttributeValues[":pn"] = attrUint(prev.Fence)
+		}
+	}
+	err := s.retry(ctx, func(ctx context.Context) error {
+		_, err := s.client.PutItem(ctx, in)
+		return err
+	})
+	return refusedItem(err), err
+}
+
+// extend moves the end of token's live lease prev to until, conditional
+// on the item still being that lease (its fence) and live at now.
+func (s *Store) extend(ctx context.Context, key string, token store.Token, now, until time.Time, prev *store.Record) (map[string]types.AttributeValue, error) {
+	update := extendUpdate
+	values := map[string]types.AttributeValue{
+		":inprog": inProgressValue, ":tok": attrS(string(token)), ":now": attrTime(now),
+		":until": attrTime(until), ":ttl": s.leaseTTL(until),
+	}
+	cond := reentrantCondNoFence
+	if prev.Fence != 0 {
+		cond = reentrantCond
+		values[":pn"] = attrUint(prev.Fence)
+	}
+	in := &dynamodb.UpdateItemInput{
+		TableName: s.table, Key: keyOf(key), UpdateExpression: &update, ConditionExpression: &cond,
+		ExpressionAttributeNames: namesFor("#s", "#t", "#e", "#n", "#l", "#ttl"), ExpressionAttributeValues: values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	err := s.retry(ctx, func(ctx context.Context) error {
+		_, err := s.client.UpdateItem(ctx, in)
+		return err
+	})
+	return refusedItem(err), err
+}
+
+// refusedItem returns the item a refused condition ran into, when the
+// server handed it back (DynamoDB does, dynalite does not).
+func refusedItem(err error) map[string]types.AttributeValue {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return ccf.Item
+	}
+	return nil
 }
 
 // explain returns the record a refused write ran into: the item DynamoDB
@@ -181,17 +265,19 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 }
 
 // Release implements store.Store: one DeleteItem conditional on token
-// holding the key in progress; a refusal changes nothing and is not an
-// error.
+// holding a live lease on the key (a lapsed lease stays, for the attempt
+// count); a refusal changes nothing and is not an error.
 func (s *Store) Release(ctx context.Context, key string, token store.Token) error {
 	if err := store.CheckRelease(key, token); err != nil {
 		return fmt.Errorf("dynamodb: release: %w", err)
 	}
-	cond := holderCond
+	cond := liveLeaseCond
 	in := &dynamodb.DeleteItemInput{
 		TableName: s.table, Key: keyOf(key), ConditionExpression: &cond,
-		ExpressionAttributeNames:  namesFor("#s", "#t"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":inprog": inProgressValue, ":tok": attrS(string(token))},
+		ExpressionAttributeNames: namesFor("#s", "#t", "#e"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":inprog": inProgressValue, ":tok": attrS(string(token)), ":now": attrTime(s.now()),
+		},
 	}
 	err := s.retry(ctx, func(ctx context.Context) error {
 		_, err := s.client.DeleteItem(ctx, in)
@@ -202,6 +288,40 @@ func (s *Store) Release(ctx context.Context, key string, token store.Token) erro
 		return nil
 	}
 	return wrap("release", err)
+}
+
+// Renew implements store.Store: one UpdateItem of the lease's end,
+// conditional on token holding a live lease on the key at the Store's
+// clock. A refusal (no item, a lapsed lease, a completed record, another
+// token's lease) writes nothing and is store.ErrLeaseLost; an UpdateItem
+// whose condition fails never creates an item. Attempt and fence stay.
+func (s *Store) Renew(ctx context.Context, key string, token store.Token, lease time.Duration) error {
+	if err := store.CheckRenew(key, token, lease); err != nil {
+		return fmt.Errorf("dynamodb: renew: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("dynamodb: renew: %w", err)
+	}
+	now := s.now()
+	until := s.deadline(now, lease)
+	update, cond := extendUpdate, liveLeaseCond
+	in := &dynamodb.UpdateItemInput{
+		TableName: s.table, Key: keyOf(key), UpdateExpression: &update, ConditionExpression: &cond,
+		ExpressionAttributeNames: namesFor("#s", "#t", "#e", "#l", "#ttl"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":inprog": inProgressValue, ":tok": attrS(string(token)), ":now": attrTime(now),
+			":until": attrTime(until), ":ttl": s.leaseTTL(until),
+		},
+	}
+	err := s.retry(ctx, func(ctx context.Context) error {
+		_, err := s.client.UpdateItem(ctx, in)
+		return err
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return fmt.Errorf("dynamodb: renew: key %q: %w", key, store.ErrLeaseLost)
+	}
+	return wrap("renew", err)
 }
 
 // Get implements store.Store with one strongly consistent GetItem.

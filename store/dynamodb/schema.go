@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/idemkit/idemkit/store"
 )
 
 // Migrate implements store.Migrator: it creates the table when it does not
@@ -78,22 +80,29 @@ func (s *Store) waitActive(ctx context.Context) error {
 
 // Purge implements store.Purger for tables without TTL (or to clean up
 // sooner than TTL does): it scans the table, a page of WithPurgeBatch items
-// at a time with strongly consistent reads, and deletes each record that is
-// over (lease lapsed or retention ended, by the same rule as Claim) with a
-// DeleteItem conditional on it still being that record and still over, so a
-// key claimed again meanwhile is never touched. A Scan reads every item of
-// the table: on a large table prefer TTL, which costs no read capacity.
+// at a time with strongly consistent reads, and deletes each completed
+// record whose retention ended and each lease that lapsed more than
+// store.LapsedKept ago (by the same clock rule as Claim), with a DeleteItem
+// conditional on it still being that record and still that far over, so a
+// key claimed again meanwhile is never touched. A lapsed lease younger than
+// LapsedKept stays, absent to Claim and Get, for the attempt count. A Scan
+// reads every item of the table: on a large table prefer TTL, which costs
+// no read capacity.
 func (s *Store) Purge(ctx context.Context) (int64, error) {
-	now := attrTime(s.now())
-	filter := "#e <= :now"
+	now := s.now()
+	values := map[string]types.AttributeValue{
+		":now": attrTime(now), ":lapsed": attrTime(now.Add(-store.LapsedKept)),
+		":done": completedValue, ":inprog": inProgressValue,
+	}
+	filter := "(#s = :done AND #e <= :now) OR (#s = :inprog AND #e <= :lapsed)"
 	proj := "#k, #t"
 	in := &dynamodb.ScanInput{
 		TableName: s.table, ConsistentRead: &consistent, Limit: &s.purgeBatch,
 		FilterExpression: &filter, ProjectionExpression: &proj,
-		ExpressionAttributeNames:  namesFor("#e", "#k", "#t"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":now": now},
+		ExpressionAttributeNames:  namesFor("#e", "#k", "#t", "#s"),
+		ExpressionAttributeValues: values,
 	}
-	cond := "#t = :tok AND #e <= :now"
+	cond := "#t = :tok AND (" + filter + ")"
 	var n int64
 	for {
 		if err := ctx.Err(); err != nil {
@@ -115,9 +124,10 @@ func (s *Store) Purge(ctx context.Context) (int64, error) {
 			}
 			del := &dynamodb.DeleteItemInput{
 				TableName: s.table, Key: map[string]types.AttributeValue{attrKey: item[attrKey]},
-				ConditionExpression:       &cond,
-				ExpressionAttributeNames:  namesFor("#t", "#e"),
-				ExpressionAttributeValues: map[string]types.AttributeValue{":tok": tok, ":now": now},
+				ConditionExpression:      &cond,
+				ExpressionAttributeNames: namesFor("#t", "#e", "#s"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":tok": tok, ":now": values[":now"],
+					":lapsed": values[":lapsed"], ":done": completedValue, ":inprog": inProgressValue},
 			}
 			err := s.retry(ctx, func(ctx context.Context) error {
 				_, err := s.client.DeleteItem(ctx, del)

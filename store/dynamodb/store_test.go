@@ -222,7 +222,11 @@ func TestTTLAttribute(t *testing.T) {
 			t.Fatalf("ttl = %v, want just after %v", got, min)
 		}
 	}
-	check(clock.Now().Add(10 * time.Second)) // mustClaim's lease
+	check(clock.Now().Add(10*time.Second + store.LapsedKept)) // mustClaim's lease, kept LapsedKept once lapsed
+	if err := s.Renew(t.Context(), "k", tok, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	check(clock.Now().Add(time.Minute + store.LapsedKept))
 	if err := s.Complete(t.Context(), "k", tok, nil, 48*time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -397,8 +401,8 @@ func TestPurgePages(t *testing.T) {
 	}
 	clock.Advance(time.Minute)
 	n, err := s.Purge(ctx)
-	if err != nil || n != 6 {
-		t.Fatalf("Purge = %d, %v; want 6 (three lapsed leases, three ended retentions)", n, err)
+	if err != nil || n != 3 {
+		t.Fatalf("Purge = %d, %v; want 3 (three ended retentions; the lapsed leases stay store.LapsedKept)", n, err)
 	}
 	for _, k := range []string{"renewed", "live"} {
 		if _, err := s.Get(ctx, k); err != nil {
@@ -407,5 +411,18 @@ func TestPurgePages(t *testing.T) {
 	}
 	if n, err := s.Purge(ctx); err != nil || n != 0 {
 		t.Fatalf("a second Purge = %d, %v; want 0", n, err)
+	}
+	// A takeover counts the kept lapsed lease.
+	cl, err := s.Claim(ctx, "lapsing-0", "", store.NewToken(), time.Minute)
+	if err != nil || cl.Outcome != store.Acquired || cl.Record.Attempt != 2 {
+		t.Fatalf("Claim of a kept lapsed lease = %v attempt %d, %v; want acquired, attempt 2", cl.Outcome, cl.Record.Attempt, err)
+	}
+	clock.Advance(store.LapsedKept - time.Minute)
+	if n, err := s.Purge(ctx); err != nil || n != 0 {
+		t.Fatalf("Purge just before LapsedKept = %d, %v; want 0", n, err)
+	}
+	clock.Advance(time.Minute + 2*dynamodb.DefaultClockSkew)
+	if n, err := s.Purge(ctx); err != nil || n != 2 {
+		t.Fatalf("Purge after LapsedKept = %d, %v; want 2 (the lapsed leases no one took over)", n, err)
 	}
 }

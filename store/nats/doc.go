@@ -51,7 +51,33 @@
 //     Complete by the token that completed the key returns nil and keeps the
 //     first response.
 //   - Release writes a delete marker expecting the revision in which token
-//     holds the key; anything else is left alone.
+//     holds a live lease on the key; anything else (a lapsed lease too) is
+//     left alone.
+//   - Renew reads the entry and, if token holds a live lease, writes the
+//     same record with the new lease expecting that revision; anything
+//     else (no record, a delete marker, a lapsed lease, a completed record,
+//     another token's lease) is store.ErrLeaseLost without a write, and a
+//     write that finds the revision changed reads again, so a renewal
+//     never brings back a key that a Release, a Complete or a takeover
+//     wrote first.
+//
+// # Attempts and fences
+//
+// A record carries its Attempt and Fence (record version 2). A Claim that
+// acquires the key computes them with store.Successor from the record it
+// read, at the servers' time bound at which it read it, and writes them in
+// the same compare-and-set publish that takes the key, so a record that
+// changed in between fails the write and the claim reads again. A claim of
+// a new key (no entry, or a delete marker) counts from 1 with the bound in
+// microseconds as its fence. Complete and Renew write the attempt and
+// fence they read. Records written before version 2 read with Attempt 0
+// and Fence 0; a takeover of one counts attempt 2.
+//
+// A lapsed lease nobody has taken over stays in the bucket for
+// store.LapsedKept after its deadline (its Nats-TTL is the lease plus
+// LapsedKept, and Purge leaves it until then), absent to Claim and Get, so
+// that the claim that takes it over counts one attempt more and an
+// Inspector lists it as lapsed.
 //   - Reads go to the stream's leader (a JetStream STREAM.MSG.GET request) on
 //     a replicated bucket, since the KV's direct gets may be answered by a
 //     replica that lags; on a one-replica bucket they are direct gets.
@@ -78,12 +104,14 @@
 // # Retention and server versions
 //
 // On NATS 2.11 and later, Migrate creates the bucket with per-message TTLs
-// (LimitMarkerTTL), and every record carries a Nats-TTL of its lease or
-// retention rounded up to a second, plus a second: the servers delete each
-// record once it is over, and Purge has little to do. Before 2.11 (Debian
+// (LimitMarkerTTL), and every record carries a Nats-TTL of its retention,
+// or of its lease plus store.LapsedKept, rounded up to a second, plus a
+// second: the servers delete each record once it is over, and Purge has
+// little to do. Before 2.11 (Debian
 // 12's nats-server is 2.9) there are no per-key TTLs: records stay until
 // Purge (store.Purger; run it periodically, as package purge does) deletes
-// the expired ones, by purging the key's messages up to that revision only,
+// the expired ones (a lapsed lease once LapsedKept is behind it), by purging
+// the key's messages up to that revision only,
 // so a newer write is never touched. A bucket created by an older server, or
 // by hand without per-message TTLs, is used the same way, with Purge.
 //

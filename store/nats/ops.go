@@ -22,6 +22,7 @@ type found struct {
 	absent bool   // no record: no message, a marker, or a record past its deadline
 	rec    record
 	stamp  time.Time
+	now    time.Time // the servers' time bound absent was decided at (zero without a record)
 }
 
 // read returns the state of subj as the stream leader has it.
@@ -39,13 +40,16 @@ func (s *Store) read(ctx context.Context, subj string) (found, error) {
 	if err != nil {
 		return f, fmt.Errorf("entry %s (revision %d): %w", subj, m.Seq, err)
 	}
-	now, err := s.clock.now(ctx)
-	if err != nil {
+	if f.now, err = s.clock.now(ctx); err != nil {
 		return f, err
 	}
-	f.absent = !now.Before(f.stamp.Add(f.rec.life))
+	f.absent = !f.now.Before(f.stamp.Add(f.rec.life))
 	return f, nil
 }
+
+// stored reports whether f holds a record (live or not), not a marker or
+// nothing.
+func (f found) stored() bool { return f.rec.status != 0 }
 
 // Claim takes key for token as the package documentation describes: a
 // compare-and-set write on the key's entry, which creates it (expecting no
@@ -72,7 +76,6 @@ func (s *Store) claim(ctx context.Context, key, fingerprint string, token store.
 		return store.Claim{}, err
 	}
 	subj := s.prefix + keyToken(key)
-	data := encodeRecord(store.StatusInProgress, fingerprint, token, nil)
 	// The first round assumes a new key and writes at once.
 	f := found{absent: true}
 	for range maxRounds {
@@ -96,12 +99,20 @@ func (s *Store) claim(ctx context.Context, key, fingerprint string, token store.
 				return store.Claim{}, err
 			}
 		}
-		_, conflict, err := s.write(ctx, bi, subj, f.seq, data, lease, "")
+		// The attempt and the fence follow the record this write replaces
+		// (the one read, at the revision the write expects), decided at the
+		// instant the read decided it was absent or the caller's own.
+		at := f.now
+		if !f.stored() {
+			at = before
+		}
+		attempt, fence := store.Successor(f.rec.toRecord(key, f.stamp), f.stored(), token, at)
+		rec := record{status: store.StatusInProgress, fingerprint: fingerprint, token: token, life: lease, attempt: attempt, fence: fence}
+		_, conflict, err := s.write(ctx, bi, subj, f.seq, &rec, "")
 		if err != nil {
 			return store.Claim{}, err
 		}
 		if !conflict {
-			rec := record{status: store.StatusInProgress, fingerprint: fingerprint, token: token, life: lease}
 			return store.Claim{Outcome: store.Acquired, Record: rec.toRecord(key, before)}, nil
 		}
 		if f, err = s.read(ctx, subj); err != nil {
@@ -133,7 +144,6 @@ func (s *Store) complete(ctx context.Context, key string, token store.Token, res
 		return err
 	}
 	subj := s.prefix + keyToken(key)
-	var data []byte
 	for range maxRounds {
 		f, err := s.read(ctx, subj)
 		if err != nil {
@@ -148,14 +158,14 @@ func (s *Store) complete(ctx context.Context, key string, token store.Token, res
 		case f.rec.status == store.StatusCompleted:
 			return nil // a retried Complete: the first response stays
 		}
-		if data == nil {
-			if limit := s.maxResponse(bi, f.rec.fingerprint, token); len(response) > limit {
-				return fmt.Errorf("%w: a response of %d bytes is larger than bucket %s keeps (%d bytes: its max value size or the servers' max_payload, less the record's own bytes)",
-					store.ErrInvalid, len(response), s.bucket, limit)
-			}
-			data = encodeRecord(store.StatusCompleted, f.rec.fingerprint, token, response)
+		if limit := s.maxResponse(bi, f.rec.fingerprint, token); len(response) > limit {
+			return fmt.Errorf("%w: a response of %d bytes is larger than bucket %s keeps (%d bytes: its max value size or the servers' max_payload, less the record's own bytes)",
+				store.ErrInvalid, len(response), s.bucket, limit)
 		}
-		_, conflict, err := s.write(ctx, bi, subj, f.seq, data, retention, "")
+		// The completed record keeps the lease's attempt and fence.
+		done := f.rec
+		done.status, done.response, done.life = store.StatusCompleted, response, retention
+		_, conflict, err := s.write(ctx, bi, subj, f.seq, &done, "")
 		if err != nil || !conflict {
 			return err
 		}
@@ -189,11 +199,60 @@ func (s *Store) release(ctx context.Context, key string, token store.Token) erro
 		if err != nil {
 			return err
 		}
-		if f.seq == 0 || f.rec.token != token || f.rec.status != store.StatusInProgress {
-			return nil // absent, or not token's: nothing changes
+		if f.absent || f.rec.token != token || f.rec.status != store.StatusInProgress {
+			return nil // absent, lapsed, or not token's lease: nothing changes
 		}
-		// The marker's life is only its TTL (where the servers have one).
-		_, conflict, err := s.write(ctx, bi, subj, f.seq, nil, time.Second, "DEL")
+		_, conflict, err := s.write(ctx, bi, subj, f.seq, nil, "DEL")
+		if err != nil || !conflict {
+			return err
+		}
+	}
+	return errContended
+}
+
+// Renew extends token's live lease on key to lease from now: a
+// compare-and-set write of the same record (same attempt and fence) with
+// the new lease, over the revision in which the read found token's live
+// lease. When the read finds anything else (no record, a marker left by
+// Release, a lapsed lease, a completed record, another token's lease) it
+// returns store.ErrLeaseLost and writes nothing; when the write finds the
+// revision changed it reads again, so a renewal racing a Release, a
+// Complete or a takeover never writes over it.
+//
+// A lease is live to Renew as to Claim: until the servers' time, as the
+// Store's bound of it reads, reaches its deadline. The bound lags by about
+// a round trip, so a lease may be renewed up to a round trip after its
+// deadline, but only while no other writer has changed the key.
+func (s *Store) Renew(ctx context.Context, key string, token store.Token, lease time.Duration) error {
+	if err := store.CheckRenew(key, token, lease); err != nil {
+		return fmt.Errorf("nats: renew: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("nats: renew: %w", err)
+	}
+	if err := s.renew(ctx, key, token, lease); err != nil {
+		return fmt.Errorf("nats: renew %q: %w", key, err)
+	}
+	return nil
+}
+
+func (s *Store) renew(ctx context.Context, key string, token store.Token, lease time.Duration) error {
+	bi, err := s.bucketInfo(ctx)
+	if err != nil {
+		return err
+	}
+	subj := s.prefix + keyToken(key)
+	for range maxRounds {
+		f, err := s.read(ctx, subj)
+		if err != nil {
+			return err
+		}
+		if f.absent || f.rec.status != store.StatusInProgress || f.rec.token != token {
+			return store.ErrLeaseLost
+		}
+		r := f.rec
+		r.life = lease
+		_, conflict, err := s.write(ctx, bi, subj, f.seq, &r, "")
 		if err != nil || !conflict {
 			return err
 		}

@@ -14,8 +14,9 @@ import (
 // purgeBatch is how many entries Purge reads from the bucket at a time.
 const purgeBatch = 256
 
-// Purge deletes the records whose lease or retention is over, and the
-// markers Release leaves, and reports how many records it deleted. On NATS
+// Purge deletes the records whose retention is over, the leases that
+// lapsed more than store.LapsedKept ago, and the markers Release leaves,
+// and reports how many records it deleted. On NATS
 // 2.11 and later with a bucket made by Migrate the servers do this by
 // themselves (each entry carries a TTL) and Purge finds little; on older
 // servers run it periodically (package purge does).
@@ -99,8 +100,9 @@ func (s *Store) purge(ctx context.Context) (int64, error) {
 	}
 }
 
-// purgeEntry deletes the key's latest entry m if it is a marker or a
-// record past its deadline, and reports 1 for a record deleted.
+// purgeEntry deletes the key's latest entry m if it is a marker, a
+// completed record past its retention, or a lease that lapsed more than
+// store.LapsedKept ago, and reports 1 for a record deleted.
 func (s *Store) purgeEntry(ctx context.Context, st jetstream.Stream, m jetstream.Msg, md *jetstream.MsgMetadata, now time.Time) (int64, error) {
 	if _, ok := keyOf(strings.TrimPrefix(m.Subject(), s.prefix)); !ok {
 		return 0, nil // the clock entry
@@ -108,9 +110,18 @@ func (s *Store) purgeEntry(ctx context.Context, st jetstream.Stream, m jetstream
 	h := m.Headers()
 	record := h.Get(kvOpHeader) == "" && h.Get(jetstream.MarkerReasonHeader) == ""
 	if record {
-		ns, err := strconv.ParseInt(h.Get(lifeHeader), 10, 64)
-		if err == nil && now.Before(md.Timestamp.Add(time.Duration(ns))) {
-			return 0, nil // live
+		if ns, err := strconv.ParseInt(h.Get(lifeHeader), 10, 64); err == nil {
+			deadline := md.Timestamp.Add(time.Duration(ns))
+			if now.Before(deadline) {
+				return 0, nil // live
+			}
+			kept, err := s.keptFor(ctx, m, md)
+			if err != nil {
+				return 0, err
+			}
+			if now.Before(deadline.Add(kept)) {
+				return 0, nil // a lapsed lease, kept for the attempt count
+			}
 		}
 	}
 	err := st.Purge(ctx, jetstream.WithPurgeSubject(m.Subject()), jetstream.WithPurgeSequence(md.Sequence.Stream+1))
@@ -119,3 +130,28 @@ func (s *Store) purgeEntry(ctx context.Context, st jetstream.Stream, m jetstream
 	}
 	return 1, nil
 }
+
+// keptFor returns how long the record m (headers only) is kept past its
+// deadline: its keptHeader, or for a record written before that header
+// (version 1), store.LapsedKept if its body, read again, is a lease, and a
+// long time (keep it for now) when the key has moved on since.
+func (s *Store) keptFor(ctx context.Context, m jetstream.Msg, md *jetstream.MsgMetadata) (time.Duration, error) {
+	if ns, err := strconv.ParseInt(m.Headers().Get(keptHeader), 10, 64); err == nil {
+		return time.Duration(ns), nil
+	}
+	got, err := s.load(ctx, m.Subject())
+	if err != nil {
+		return 0, err
+	}
+	if got == nil || got.Seq != md.Sequence.Stream {
+		return forever, nil // written again meanwhile: the next Purge decides
+	}
+	r, err := decodeRecord(got.Data, got.header.Get(lifeHeader))
+	if err != nil {
+		return 0, nil // not a record Claim can read: delete it as before
+	}
+	return r.kept(), nil
+}
+
+// forever keeps a record past any deadline.
+const forever = time.Duration(1<<63 - 1)

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -13,15 +14,24 @@ import (
 
 // Headers on every record message. lifeHeader holds the lease (in progress)
 // or the retention (completed) in nanoseconds: the record's deadline is the
-// message's server timestamp plus this. Purge reads it from the headers
-// alone, without the response bytes.
+// message's server timestamp plus this. keptHeader holds how long the
+// record is kept past that deadline, in nanoseconds (store.LapsedKept for a
+// record in progress, 0 for a completed one), so that Purge tells a lapsed
+// lease it must keep from a record it may delete from the headers alone,
+// without the response bytes; records written before version 2 lack it.
 const (
 	lifeHeader = "Idemkit-Life"
+	keptHeader = "Idemkit-Kept"
 	kvOpHeader = "KV-Operation" // "DEL" or "PURGE" on a marker, as the nats.go KV writes them
 	ttlHeader  = "Nats-TTL"     // per-message TTL, NATS 2.11 and later
 )
 
-const recordVersion = 1
+// Record layouts. Version 1 records (before Attempt and Fence) still read,
+// with Attempt 0 and Fence 0; every write makes a version 2 record.
+const (
+	recordV1      = 1
+	recordVersion = 2
+)
 
 // record is one decoded bucket entry.
 type record struct {
@@ -30,33 +40,40 @@ type record struct {
 	token       store.Token
 	response    []byte
 	life        time.Duration
+	attempt     uint32
+	fence       uint64
 }
 
-// encodeRecord lays out a record's value: version, status, the
-// fingerprint and the token each behind their length, then the response.
-func encodeRecord(st store.Status, fingerprint string, token store.Token, response []byte) []byte {
-	b := make([]byte, 0, 2+2*binary.MaxVarintLen64+len(fingerprint)+len(token)+len(response))
-	b = append(b, recordVersion, byte(st))
-	b = binary.AppendUvarint(b, uint64(len(fingerprint)))
-	b = append(b, fingerprint...)
-	b = binary.AppendUvarint(b, uint64(len(token)))
-	b = append(b, token...)
-	return append(b, response...)
+// encode lays out r's value (its life goes in a header): version,
+// status, the fingerprint and the token each behind their length, the
+// attempt and the fence, then the response.
+func (r record) encode() []byte {
+	b := make([]byte, 0, recordOverhead(r.fingerprint, r.token)+len(r.response))
+	b = append(b, recordVersion, byte(r.status))
+	b = binary.AppendUvarint(b, uint64(len(r.fingerprint)))
+	b = append(b, r.fingerprint...)
+	b = binary.AppendUvarint(b, uint64(len(r.token)))
+	b = append(b, r.token...)
+	b = binary.AppendUvarint(b, uint64(r.attempt))
+	b = binary.AppendUvarint(b, r.fence)
+	return append(b, r.response...)
 }
 
-// recordOverhead is how many bytes encodeRecord adds to a response at most,
+// recordOverhead is how many bytes encode adds to a response at most,
 // for the size check before a Complete writes anything.
 func recordOverhead(fingerprint string, token store.Token) int {
-	return 2 + 2*binary.MaxVarintLen64 + len(fingerprint) + len(token)
+	return 2 + 4*binary.MaxVarintLen64 + len(fingerprint) + len(token)
 }
 
 var errCorrupt = errors.New("malformed record")
 
+// decodeRecord reads a record of either version; life is its lifeHeader.
 func decodeRecord(b []byte, life string) (record, error) {
 	var r record
-	if len(b) < 2 || b[0] != recordVersion {
+	if len(b) < 2 || (b[0] != recordV1 && b[0] != recordVersion) {
 		return r, errCorrupt
 	}
+	version := b[0]
 	r.status = store.Status(b[1])
 	if r.status != store.StatusInProgress && r.status != store.StatusCompleted {
 		return r, errCorrupt
@@ -73,6 +90,19 @@ func decodeRecord(b []byte, life string) (record, error) {
 	}
 	r.fingerprint = string(fields[0])
 	r.token = store.Token(fields[1])
+	if version >= 2 {
+		attempt, w := binary.Uvarint(b)
+		if w <= 0 || attempt > math.MaxUint32 {
+			return r, errCorrupt
+		}
+		b = b[w:]
+		fence, w := binary.Uvarint(b)
+		if w <= 0 {
+			return r, errCorrupt
+		}
+		b = b[w:]
+		r.attempt, r.fence = uint32(attempt), fence
+	}
 	if r.status == store.StatusCompleted {
 		r.response = append([]byte{}, b...)
 	}
@@ -82,6 +112,16 @@ func decodeRecord(b []byte, life string) (record, error) {
 	}
 	r.life = time.Duration(ns)
 	return r, nil
+}
+
+// kept is how long the servers and Purge keep r past its deadline:
+// store.LapsedKept for a lease (so a takeover counts the attempt), nothing
+// for a completed record.
+func (r record) kept() time.Duration {
+	if r.status == store.StatusInProgress {
+		return store.LapsedKept
+	}
+	return 0
 }
 
 // toRecord returns the store.Record for r, written at the server time stamp.
@@ -94,6 +134,8 @@ func (r record) toRecord(key string, stamp time.Time) store.Record {
 		Token:       r.token,
 		Response:    r.response,
 		ExpiresAt:   deadline,
+		Attempt:     r.attempt,
+		Fence:       r.fence,
 	}
 	if r.status == store.StatusInProgress {
 		rec.LockedUntil = deadline

@@ -416,18 +416,22 @@ func (m *msg) marker() bool {
 	return m.header.Get(kvOpHeader) != "" || m.header.Get(jetstream.MarkerReasonHeader) != "" || len(m.header.Get(lifeHeader)) == 0
 }
 
-// write publishes a record (or a marker, with op set) on subj if the
-// subject's last sequence is still rev (0: the subject has no message).
-// conflict is true when it was not: someone wrote first.
-func (s *Store) write(ctx context.Context, bi *bucketInfo, subj string, rev uint64, data []byte, life time.Duration, op string) (seq uint64, conflict bool, err error) {
-	m := &natsgo.Msg{Subject: subj, Header: natsgo.Header{}, Data: data}
-	if op != "" {
+// write publishes the record r (or, with r nil, a marker of operation op)
+// on subj if the subject's last sequence is still rev (0: the subject has
+// no message). conflict is true when it was not: someone wrote first.
+func (s *Store) write(ctx context.Context, bi *bucketInfo, subj string, rev uint64, r *record, op string) (seq uint64, conflict bool, err error) {
+	m := &natsgo.Msg{Subject: subj, Header: natsgo.Header{}}
+	ttl := time.Second // a marker's: it only needs to outlive the write
+	if r == nil {
 		m.Header.Set(kvOpHeader, op)
 	} else {
-		m.Header.Set(lifeHeader, strconv.FormatInt(int64(life), 10))
+		m.Data = r.encode()
+		m.Header.Set(lifeHeader, strconv.FormatInt(int64(r.life), 10))
+		m.Header.Set(keptHeader, strconv.FormatInt(int64(r.kept()), 10))
+		ttl = r.life + r.kept()
 	}
 	if bi.ttl {
-		m.Header.Set(ttlHeader, ttlFor(life).String())
+		m.Header.Set(ttlHeader, ttlFor(ttl).String())
 	}
 	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
 	ack, err := s.js.PublishMsg(ctx, m)

@@ -16,12 +16,32 @@
 // Every write is a read-write transaction: Spanner's transactions are
 // serializable and externally consistent (if one commits before another
 // begins, its commit timestamp is smaller and every later read sees it),
-// across regions. Claim, Complete and Release each run one: a statement
+// across regions. Claim, Complete, Release and Renew each run one: a statement
 // reads CURRENT_TIMESTAMP() and the key's row together, the Store decides
 // from those alone, and the new row is written in the same transaction,
 // so Spanner's locks, not the client, decide between concurrent claims. Get
 // is a strong read (a single-use read-only transaction), which sees every
 // transaction committed before it began.
+//
+// Renew moves the end of a live lease the token holds and writes nothing
+// otherwise (store.ErrLeaseLost): a heartbeat that reaches the table after
+// a Release, a Complete or a takeover committed finds the row gone or
+// changed. Release deletes only a live lease; a lapsed one stays.
+//
+// # Attempts and fences
+//
+// The Attempt and Fence columns hold Record.Attempt and Record.Fence. A
+// Claim that acquires the key computes them with store.Successor from the
+// row its transaction read (a lapsed lease, an ended retention, the
+// caller's own live lease, or none) at that transaction's
+// CURRENT_TIMESTAMP(), so the fence of a new key is the server's time in
+// microseconds; Complete and Renew keep them. A lapsed lease stays in the
+// table store.LapsedKept (the row deletion policy is a day past ExpiresAt,
+// and Purge keeps it as long), absent to Claim and Get, so that the claim
+// that takes it over counts attempt 2. Rows written before the columns
+// existed read as Attempt 0, Fence 0. Migrate adds the columns to a table
+// made by an earlier version, and replaces its row deletion policy (see
+// Upgrades); run it before this version writes to the table.
 //
 // # Time
 //
@@ -63,9 +83,9 @@
 //
 // # Expiry
 //
-// Schema's table has a row deletion policy on ExpiresAt, so Spanner deletes
-// expired rows by itself; Purge deletes them at once, for tables without
-// the policy.
+// Schema's table has a row deletion policy a day past ExpiresAt, so Spanner
+// deletes expired rows by itself; Purge deletes them at once (a lapsed
+// lease once it is store.LapsedKept old), for tables without the policy.
 //
 // # What the emulator cannot show
 //

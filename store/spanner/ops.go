@@ -31,10 +31,11 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 	}
 	var c store.Claim
 	err := s.transact(ctx, "claim", func(ctx context.Context, t txn) error {
-		now, live, exists, err := s.read(ctx, t.tx, key)
+		now, stored, err := s.read(ctx, t.tx, key)
 		if err != nil {
 			return err
 		}
+		live := liveRow(stored, now)
 		switch {
 		case live != nil && live.Fingerprint != fingerprint:
 			c = store.Claim{Outcome: store.Mismatch, Record: live.record(key)}
@@ -46,11 +47,20 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 			c = store.Claim{Outcome: store.InProgress, Record: live.record(key)}
 			return nil
 		}
-		// Absent, or held by this token: take it, or renew the lease.
+		// Absent, or held by this token: take it, or renew the lease. The
+		// attempt and the fence follow the row read (a lapsed lease, an
+		// ended retention, this token's live lease), at the server's time
+		// of the read, in this transaction.
+		var prev store.Record
+		if stored != nil {
+			prev = stored.record(key)
+		}
+		attempt, fence := store.Successor(prev, stored != nil, token, now)
 		until := now.Add(lease)
 		r := row{Fingerprint: fingerprint, Token: string(token), Status: statusInProgress,
-			LockedUntil: sp.NullTime{Time: until, Valid: true}, ExpiresAt: until}
-		if err := s.put(ctx, t, key, exists, r); err != nil {
+			LockedUntil: sp.NullTime{Time: until, Valid: true}, ExpiresAt: until,
+			Attempt: int64(attempt), Fence: int64(fence)}
+		if err := s.put(ctx, t, key, stored != nil, r); err != nil {
 			return err
 		}
 		c = store.Claim{Outcome: store.Acquired, Record: r.record(key)}
@@ -79,10 +89,11 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 	}
 	var lost bool
 	err := s.transact(ctx, "complete", func(ctx context.Context, t txn) error {
-		now, live, _, err := s.read(ctx, t.tx, key)
+		now, stored, err := s.read(ctx, t.tx, key)
 		if err != nil {
 			return err
 		}
+		live := liveRow(stored, now)
 		lost = false
 		switch {
 		case live == nil || live.Token != string(token):
@@ -92,7 +103,7 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 			return nil // a retried Complete: the first response stays
 		}
 		r := row{Fingerprint: live.Fingerprint, Token: live.Token, Status: statusCompleted,
-			Response: response, ExpiresAt: now.Add(retention)}
+			Response: response, ExpiresAt: now.Add(retention), Attempt: live.Attempt, Fence: live.Fence}
 		return s.put(ctx, t, key, true, r)
 	})
 	if err != nil {
@@ -105,7 +116,8 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 }
 
 // Release implements store.Store: in one read-write transaction it deletes
-// the row only when token holds a live lease on it.
+// the row only when token holds a live lease on it; a lapsed lease stays,
+// for the attempt count.
 func (s *Store) Release(ctx context.Context, key string, token store.Token) error {
 	if err := store.CheckRelease(key, token); err != nil {
 		return fmt.Errorf("spanner: release: %w", err)
@@ -114,12 +126,51 @@ func (s *Store) Release(ctx context.Context, key string, token store.Token) erro
 		return fmt.Errorf("spanner: release: %w", err)
 	}
 	return s.transact(ctx, "release", func(ctx context.Context, t txn) error {
-		_, live, _, err := s.read(ctx, t.tx, key)
+		now, stored, err := s.read(ctx, t.tx, key)
+		live := liveRow(stored, now)
 		if err != nil || live == nil || live.Status != statusInProgress || live.Token != string(token) {
 			return err
 		}
 		return s.remove(ctx, t, key)
 	})
+}
+
+// Renew implements store.Store: in one read-write transaction it reads the
+// server's time and the row, and only when token holds a live lease on it
+// moves the lease's end to that time plus lease, keeping the attempt and
+// the fence. Anything else (no row, a lapsed lease, a completed record,
+// another token's lease) writes nothing and is store.ErrLeaseLost. In
+// InTx's context it runs in that transaction.
+func (s *Store) Renew(ctx context.Context, key string, token store.Token, lease time.Duration) error {
+	if err := store.CheckRenew(key, token, lease); err != nil {
+		return fmt.Errorf("spanner: renew: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("spanner: renew: %w", err)
+	}
+	var lost bool
+	err := s.transact(ctx, "renew", func(ctx context.Context, t txn) error {
+		now, stored, err := s.read(ctx, t.tx, key)
+		if err != nil {
+			return err
+		}
+		live := liveRow(stored, now)
+		lost = live == nil || live.Status != statusInProgress || live.Token != string(token)
+		if lost {
+			return nil
+		}
+		r := *live
+		until := now.Add(lease)
+		r.LockedUntil, r.ExpiresAt = sp.NullTime{Time: until, Valid: true}, until
+		return s.put(ctx, t, key, true, r)
+	})
+	if err != nil {
+		return err
+	}
+	if lost {
+		return fmt.Errorf("spanner: renew %q: %w", key, store.ErrLeaseLost)
+	}
+	return nil
 }
 
 // Get implements store.Store with one strong read (a single-use read-only
@@ -140,10 +191,11 @@ func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
 		defer ro.Close()
 		q = ro
 	}
-	_, live, _, err := s.read(ctx, q, key)
+	now, stored, err := s.read(ctx, q, key)
 	if err != nil {
 		return store.Record{}, wrap(ctx, "get", err)
 	}
+	live := liveRow(stored, now)
 	if live == nil {
 		return store.Record{}, fmt.Errorf("spanner: get: %w", store.ErrNotFound)
 	}

@@ -18,6 +18,8 @@ type row struct {
 	Response    []byte
 	LockedUntil sp.NullTime
 	ExpiresAt   time.Time
+	Attempt     int64 // NULL (a row written before the column) reads as 0
+	Fence       int64
 }
 
 // record returns r as the store.Record of key.
@@ -27,6 +29,8 @@ func (r *row) record(key string) store.Record {
 		Fingerprint: r.Fingerprint,
 		Token:       store.Token(r.Token),
 		ExpiresAt:   r.ExpiresAt,
+		Attempt:     uint32(r.Attempt),
+		Fence:       uint64(r.Fence),
 	}
 	if r.Status == statusCompleted {
 		rec.Status = store.StatusCompleted
@@ -47,38 +51,46 @@ type querier interface {
 	Query(ctx context.Context, stmt sp.Statement) *sp.RowIterator
 }
 
-// read returns the server's time and the live record of key at that time
-// (nil when the key is absent: never written, deleted, or past its
-// ExpiresAt), with the row as stored and whether a row exists at all.
-func (s *Store) read(ctx context.Context, q querier, key string) (now time.Time, live *row, exists bool, err error) {
+// read returns the server's time and the row stored for key (nil when
+// there is none), live or not: over from the instant the server's time
+// reaches its ExpiresAt (see liveRow).
+func (s *Store) read(ctx context.Context, q querier, key string) (now time.Time, stored *row, err error) {
 	it := q.Query(ctx, sp.Statement{SQL: s.q.read, Params: map[string]any{"Key": key}})
 	defer it.Stop()
 	r, err := it.Next()
 	if err != nil {
-		return time.Time{}, nil, false, err
+		return time.Time{}, nil, err
 	}
 	var (
-		fp, tok sp.NullString
-		status  sp.NullInt64
-		expires sp.NullTime
-		rec     row
+		fp, tok        sp.NullString
+		status         sp.NullInt64
+		expires        sp.NullTime
+		attempt, fence sp.NullInt64
+		rec            row
 	)
-	if err := r.Columns(&now, &fp, &tok, &status, &rec.Response, &rec.LockedUntil, &expires); err != nil {
-		return time.Time{}, nil, false, err
+	if err := r.Columns(&now, &fp, &tok, &status, &rec.Response, &rec.LockedUntil, &expires, &attempt, &fence); err != nil {
+		return time.Time{}, nil, err
 	}
 	if s.afterRead != nil {
 		if err := s.afterRead(ctx); err != nil {
-			return time.Time{}, nil, false, err
+			return time.Time{}, nil, err
 		}
 	}
 	if !fp.Valid {
-		return now, nil, false, nil
-	}
-	if !expires.Time.After(now) {
-		return now, nil, true, nil
+		return now, nil, nil
 	}
 	rec.Fingerprint, rec.Token, rec.Status, rec.ExpiresAt = fp.StringVal, tok.StringVal, status.Int64, expires.Time
-	return now, &rec, true, nil
+	rec.Attempt, rec.Fence = attempt.Int64, fence.Int64
+	return now, &rec, nil
+}
+
+// liveRow returns r when it is a live record at now, and nil when there is
+// none or it is over (a lapsed lease, an ended retention: absent).
+func liveRow(r *row, now time.Time) *row {
+	if r == nil || !r.ExpiresAt.After(now) {
+		return nil
+	}
+	return r
 }
 
 // txn is the read-write transaction an operation runs in. In lease mode its
@@ -101,7 +113,7 @@ func (s *Store) put(ctx context.Context, t txn, key string, exists bool, r row) 
 	}
 	if !t.dml {
 		return t.tx.BufferWrite([]*sp.Mutation{sp.InsertOrUpdate(s.table, columns,
-			[]any{key, r.Fingerprint, r.Token, r.Status, resp, r.LockedUntil, r.ExpiresAt})})
+			[]any{key, r.Fingerprint, r.Token, r.Status, resp, r.LockedUntil, r.ExpiresAt, r.Attempt, r.Fence})})
 	}
 	sql := s.q.insert
 	if exists {
@@ -110,6 +122,7 @@ func (s *Store) put(ctx context.Context, t txn, key string, exists bool, r row) 
 	n, err := t.tx.Update(ctx, sp.Statement{SQL: sql, Params: map[string]any{
 		"Key": key, "Fingerprint": r.Fingerprint, "Token": r.Token, "Status": r.Status,
 		"Response": resp, "LockedUntil": r.LockedUntil, "ExpiresAt": r.ExpiresAt,
+		"Attempt": r.Attempt, "Fence": r.Fence,
 	}})
 	if err == nil && n != 1 {
 		err = fmt.Errorf("wrote %d rows for one key", n)
