@@ -235,7 +235,7 @@ func (e *Engine) Run(ctx context.Context, key, fingerprint string, work Work, op
 	if err := store.CheckClaim(key, fingerprint, "t", e.opts.lease); err != nil {
 		return Result{}, fmt.Errorf("idem: run: %w", err)
 	}
-	r := &run{key: key, fp: fingerprint, caller: ctx}
+	r := &run{key: key, fp: fingerprint, caller: ctx, lease: e.leaseFor(ctx)}
 	if err := invalid.Apply(&r.opts, opts); err != nil {
 		return Result{}, fmt.Errorf("idem: run: %w", err)
 	}
@@ -274,6 +274,7 @@ func (e *Engine) Run(ctx context.Context, key, fingerprint string, work Work, op
 type run struct {
 	caller    context.Context
 	key, fp   string
+	lease     time.Duration // the run's lease: WithLease's, or less (WithLeaseFromDeadline)
 	opts      runOptions
 	verdict   Verdict
 	workStart time.Time
@@ -353,10 +354,10 @@ func (e *Engine) call(ctx context.Context, key, op string, f func() error) error
 	return err
 }
 
-func (e *Engine) claim(ctx context.Context, s store.Store, key, fp string, tok store.Token, op string) (store.Claim, error) {
+func (e *Engine) claim(ctx context.Context, s store.Store, key, fp string, tok store.Token, lease time.Duration, op string) (store.Claim, error) {
 	var c store.Claim
 	err := e.call(ctx, key, op, func() (err error) {
-		c, err = s.Claim(ctx, key, fp, tok, e.opts.lease)
+		c, err = s.Claim(ctx, key, fp, tok, lease)
 		return err
 	})
 	return c, err
