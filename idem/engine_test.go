@@ -23,14 +23,16 @@ func TestNewRejects(t *testing.T) {
 		s    store.Store
 		opts []idem.Option
 	}{
-		"nil store":      {nil, nil},
-		"zero lease":     {mem, []idem.Option{idem.WithLease(0)}},
-		"negative lease": {mem, []idem.Option{idem.WithLease(-time.Second)}},
-		"zero retention": {mem, []idem.Option{idem.WithRetention(0)}},
-		"negative wait":  {mem, []idem.Option{idem.WithWait(-time.Second)}},
-		"nil logger":     {mem, []idem.Option{idem.WithLogger(nil)}},
-		"nil tracer":     {mem, []idem.Option{idem.WithTracer(nil)}},
-		"nil option":     {mem, []idem.Option{nil}},
+		"nil store":       {nil, nil},
+		"zero lease":      {mem, []idem.Option{idem.WithLease(0)}},
+		"negative lease":  {mem, []idem.Option{idem.WithLease(-time.Second)}},
+		"zero retention":  {mem, []idem.Option{idem.WithRetention(0)}},
+		"negative wait":   {mem, []idem.Option{idem.WithWait(-time.Second)}},
+		"nil logger":      {mem, []idem.Option{idem.WithLogger(nil)}},
+		"nil tracer":      {mem, []idem.Option{idem.WithTracer(nil)}},
+		"zero margin":     {mem, []idem.Option{idem.WithLeaseFromDeadline(0)}},
+		"negative margin": {mem, []idem.Option{idem.WithLeaseFromDeadline(-time.Second)}},
+		"nil option":      {mem, []idem.Option{nil}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			e, err := idem.New(tc.s, tc.opts...)
