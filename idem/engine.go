@@ -348,7 +348,10 @@ func (e *Engine) call(ctx context.Context, key, op string, f func() error) error
 	start := time.Now()
 	err := e.scrub(key, f())
 	e.emit(ctx, Event{Kind: StoreCall, Key: key, Op: op, Took: time.Since(start), Err: err})
-	if err != nil {
+	// A renewal refused because the lease is over is no failure of the
+	// store: the heartbeat reports it as LeaseLost (or as nothing, when
+	// the key is settled).
+	if err != nil && (op != OpRenew || !errors.Is(err, store.ErrLeaseLost)) {
 		e.emit(ctx, Event{Kind: StoreError, Key: key, Op: op, Err: err})
 	}
 	return err
