@@ -192,6 +192,25 @@ func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *
 		err := e.call(ctx, key, OpComplete, func() error {
 			return e.s.Complete(actx, key, tok, response, e.opts.retention)
 		})
+		// Complete failed while renewal had ended on a lapsed lease: claim
+		// the key back as below, so that renewal resumes while Complete is
+		// retried. (Never after a release: settle releases or completes.)
+		lapsed := err != nil && !errors.Is(err, store.ErrLeaseLost) && hb.endedOnLapse()
+		if lapsed {
+			if c, cerr := e.claim(actx, e.s, key, hb.fp, tok, lease, OpRenew); cerr == nil {
+				switch {
+				case c.Outcome == store.Acquired:
+					hb.renewedAt(time.Now())
+					hb.resume()
+				case c.Outcome == store.Completed && c.Record.Token == tok:
+					cancel()
+					return withoutResponse, nil // an earlier attempt went through
+				default:
+					cancel()
+					return false, fmt.Errorf("the key is %v for another claim: %w", c.Outcome, store.ErrLeaseLost)
+				}
+			}
+		}
 		if errors.Is(err, store.ErrLeaseLost) {
 			// The lease lapsed (the key is absent) or another claim holds
 			// it. Claiming again with the same token tells which, atomically:
@@ -206,6 +225,7 @@ func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *
 				// after an Acquired is broken, hence the bound.
 				reclaims++
 				hb.renewedAt(time.Now())
+				hb.resume()
 				cancel()
 				continue
 			case c.Outcome == store.Acquired:
@@ -313,6 +333,9 @@ type heartbeat struct {
 	renewed time.Time          // when the claim or renewal that last extended the lease was sent
 	lost    error              // another claim holds the key
 	lapsed  bool               // the lease ran out without a renewal, or the store says it is over
+	// overInStore: renewal ended because the store said the lease lapsed
+	// (the key absent); complete may claim it back and resume renewal.
+	overInStore bool
 }
 
 // loopsStarted counts renewal loops started, for the tests that prove a
@@ -397,32 +420,72 @@ func (hb *heartbeat) run() {
 		hb.mu.Unlock()
 		return
 	}
-	var rctx context.Context
+	rctx, wake, done := hb.armLocked()
+	hb.mu.Unlock()
+	hb.loop(rctx, wake, done, 0)
+}
+
+// armLocked makes the context and channels of a renewal loop about to
+// start. The caller holds hb.mu.
+func (hb *heartbeat) armLocked() (rctx context.Context, wake, done chan struct{}) {
 	rctx, hb.rcancel = context.WithCancel(context.WithoutCancel(hb.ctx))
 	hb.wake, hb.done = make(chan struct{}), make(chan struct{})
-	wake := hb.wake
-	hb.mu.Unlock()
+	return rctx, hb.wake, hb.done
+}
+
+// loop renews until stopped or the lease is over, the first renewal after
+// first (at once when zero).
+func (hb *heartbeat) loop(rctx context.Context, wake, done chan struct{}, first time.Duration) {
 	loopsStarted.Add(1)
-	defer close(hb.done)
+	defer close(done)
 	var t *time.Timer
 	retry := newBackoff(backoffFirst, hb.lease/8)
+	next := first
 	for {
-		next, ok := hb.renew(rctx, &retry)
-		if !ok {
-			return
+		if next > 0 {
+			if t == nil {
+				t = time.NewTimer(next)
+				defer t.Stop()
+			} else {
+				t.Reset(next)
+			}
+			select {
+			case <-wake:
+				return
+			case <-t.C:
+			}
 		}
-		if t == nil {
-			t = time.NewTimer(next)
-			defer t.Stop()
-		} else {
-			t.Reset(next)
-		}
-		select {
-		case <-wake:
+		var ok bool
+		if next, ok = hb.renew(rctx, &retry); !ok {
 			return
-		case <-t.C:
 		}
 	}
+}
+
+// resume restarts renewal once complete has claimed the key back, when the
+// loop had ended because the store said the lease lapsed (nobody took the
+// key). It does nothing otherwise.
+func (hb *heartbeat) resume() {
+	hb.mu.Lock()
+	if !hb.overInStore || hb.stopped || hb.lost != nil {
+		hb.mu.Unlock()
+		return
+	}
+	hb.overInStore, hb.lapsed = false, false
+	ended, endedCancel := hb.done, hb.rcancel
+	rctx, wake, done := hb.armLocked()
+	hb.mu.Unlock()
+	endedCancel()
+	<-ended // the ended loop is gone: it closes done last
+	go hb.loop(rctx, wake, done, hb.lease/2)
+}
+
+// endedOnLapse reports whether renewal ended because the store said the
+// lease lapsed, and nobody has claimed the key back since.
+func (hb *heartbeat) endedOnLapse() bool {
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	return hb.overInStore
 }
 
 // renew sends one renewal and returns when the next is due; false ends the
@@ -473,6 +536,7 @@ func (hb *heartbeat) renew(rctx context.Context, retry *backoff) (time.Duration,
 		first := !hb.lapsed
 		hb.lapsed = true
 		lost := hb.lost
+		hb.overInStore = lost == nil
 		hb.mu.Unlock()
 		if lost == nil {
 			lost = fmt.Errorf("idem: renew %q: %s: %w", e.show(hb.key), why, store.ErrLeaseLost)

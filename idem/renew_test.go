@@ -254,3 +254,39 @@ func TestRunRenewFindsAnotherHolder(t *testing.T) {
 	}
 	assert.Contains(t, reasons, "another claim holds the key")
 }
+
+// While the result is being recorded (Complete failing), the store says the
+// lease lapsed: nobody took the key, so the engine claims it back, renewal
+// resumes, and the result is recorded once Complete goes through.
+func TestRunCompleteReclaimsAfterLapseWhileSettling(t *testing.T) {
+	s, clock := newManualMemory(t)
+	const lease = 60 * time.Millisecond
+	var rec recorder
+	f := &flaky{Store: s}
+	var failing atomic.Bool
+	failing.Store(true)
+	f.complete = func(n int) error {
+		if n == 1 {
+			clock.Advance(time.Hour) // the lease lapses by the store's clock
+		}
+		if failing.Load() {
+			return errBlip
+		}
+		return nil
+	}
+	e := newEngine(t, f, idem.WithLease(lease), idem.WithTracer(events(func(ev idem.Event) {
+		rec.observe(ev)
+		if ev.Kind == idem.Renewed && rec.count(idem.LeaseLost) > 0 {
+			failing.Store(false) // renewal resumed: let Complete through
+		}
+	})))
+	k := key(t)
+	res, err := e.Run(t.Context(), k, "", func(context.Context) idem.Verdict { return idem.Keep([]byte("recorded")) })
+	require.NoError(t, err)
+	assert.Equal(t, idem.SettleCompleted, res.Settle)
+	r, err := s.Get(t.Context(), k)
+	require.NoError(t, err)
+	assert.Equal(t, "recorded", string(r.Response))
+	assert.Equal(t, 1, rec.count(idem.LeaseLost), "the lapse was reported")
+	assert.GreaterOrEqual(t, f.claims.Load(), int32(2), "the key was claimed back")
+}
