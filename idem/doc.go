@@ -106,7 +106,9 @@
 // and renewal stops quietly; the key held or completed by another claim,
 // or absent (the lease lapsed), means the lease is over: the work's context
 // is cancelled with store.ErrLeaseLost as its cause (context.Cause), a
-// LeaseLost event says which, and renewal stops. Any other failure is
+// LeaseLost event says which, and renewal stops (once the work has
+// returned, recording its result may still claim an absent key back with
+// the run's token, as below, and renewal then resumes). Any other failure is
 // retried; when renewals fail until the lease has run out, the work's
 // context is cancelled the same way, and renewal goes on so that the
 // result can still be recorded if nobody took the key.

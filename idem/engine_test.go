@@ -124,7 +124,7 @@ func TestRunResponseRefusedCompletesWithoutResponse(t *testing.T) {
 }
 
 func TestRunCallerCancelKeepsRenewing(t *testing.T) {
-	const lease = 100 * time.Millisecond
+	const lease = 150 * time.Millisecond
 	s := newMemory(t)
 	var rec recorder
 	e := newEngine(t, s, idem.WithLease(lease), idem.WithWait(0), idem.WithTracer(events(rec.observe)))
@@ -150,7 +150,7 @@ func TestRunCallerCancelKeepsRenewing(t *testing.T) {
 }
 
 func TestRunHeartbeatRenews(t *testing.T) {
-	const lease = 60 * time.Millisecond
+	const lease = 150 * time.Millisecond
 	var rec recorder
 	e := newEngine(t, newMemory(t), idem.WithLease(lease), idem.WithTracer(events(rec.observe)))
 	_, err := e.Run(t.Context(), key(t), "", func(ctx context.Context) idem.Verdict {
@@ -315,7 +315,7 @@ func TestRunCompleteGivesUpWhenLeaseEnds(t *testing.T) {
 // done without the response, so a retry is told so instead of running the
 // work again once the key lapses.
 func TestRunCompleteKeepsFailingWhileRenewing(t *testing.T) {
-	const lease = 60 * time.Millisecond
+	const lease = 150 * time.Millisecond
 	f := &flaky{Store: newMemory(t)}
 	big := []byte("a response the server will not take")
 	f.refuse = func(resp []byte) error {
@@ -530,7 +530,7 @@ func TestObserverSeesEveryOutcome(t *testing.T) {
 }
 
 func TestRunCompleteBoundedWhileRenewing(t *testing.T) {
-	const lease = 50 * time.Millisecond
+	const lease = 150 * time.Millisecond
 	f := &flaky{Store: newMemory(t), complete: func(int) error { return errBlip }}
 	e := newEngine(t, f, idem.WithLease(lease))
 	start := time.Now()
