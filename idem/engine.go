@@ -69,7 +69,8 @@ func New(s store.Store, opts ...Option) (*Engine, error) {
 	return e, nil
 }
 
-// Lease returns the engine's lease.
+// Lease returns the engine's lease (WithLease). A run whose caller has a
+// deadline may hold a shorter one (WithLeaseFromDeadline).
 func (e *Engine) Lease() time.Duration { return e.opts.lease }
 
 // Retention returns the engine's retention.

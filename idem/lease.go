@@ -541,7 +541,7 @@ func (hb *heartbeat) renew(rctx context.Context, retry *backoff) (time.Duration,
 		if lost == nil {
 			lost = fmt.Errorf("idem: renew %q: %s: %w", e.show(hb.key), why, store.ErrLeaseLost)
 		}
-		if first {
+		if first || !hb.endedOnLapse() { // a loss to another claim is always told
 			e.emit(hb.ctx, Event{Kind: LeaseLost, Key: hb.key, Err: lost, Reason: why})
 			e.Logger().ErrorContext(hb.ctx, "idem: lease lost ("+why+"); cancelling the work", "key", e.show(hb.key))
 		}
