@@ -74,6 +74,13 @@ func (f *faultyStore) Complete(ctx context.Context, key string, t store.Token, r
 	return f.Store.Complete(ctx, key, t, resp, ret)
 }
 
+func (f *faultyStore) Renew(ctx context.Context, key string, t store.Token, lease time.Duration) error {
+	if err := f.take("renew"); err != nil {
+		return err
+	}
+	return f.Store.Renew(ctx, key, t, lease)
+}
+
 func (f *faultyStore) Release(ctx context.Context, key string, t store.Token) error {
 	if err := f.take("release"); err != nil {
 		return err
@@ -156,14 +163,15 @@ func TestStoreFailures(t *testing.T) {
 			d := newDeduper(t, fs, idem.WithLease(lease))
 			const id = "evt_renewal_fails"
 			out, err := d.Process(t.Context(), id, func(ctx context.Context) error {
-				fs.failNext("claim", 1) // the next renewal fails; the one after works
+				fs.failNext("renew", 1) // the next renewal fails; the one after works
 				time.Sleep(2 * lease)   // the real clock is the subject
 				fx.apply(id)
 				return ctx.Err()
 			})
 			require.NoError(t, err)
 			assert.Equal(t, dedup.Processed, out)
-			assert.GreaterOrEqual(t, fs.count("claim"), 3, "the claim, the failed renewal, a good one")
+			assert.Equal(t, 1, fs.count("claim"), "renewals are no claims")
+			assert.GreaterOrEqual(t, fs.count("renew"), 2, "the failed renewal, a good one")
 		})
 	})
 }
@@ -250,8 +258,8 @@ func TestStoreCallsPerDelivery(t *testing.T) {
 	assert.Equal(t, map[string]int{"claim": 1, "release": 1}, calls(), "failure")
 }
 
-// hangingStore blocks a Claim until its context ends while hang is set,
-// as a store behind a dead connection would.
+// hangingStore blocks a Claim or a Renew until its context ends while hang
+// is set, as a store behind a dead connection would.
 type hangingStore struct {
 	store.Store
 	hang atomic.Bool
@@ -263,6 +271,14 @@ func (h *hangingStore) Claim(ctx context.Context, key, fp string, t store.Token,
 		return store.Claim{}, fmt.Errorf("hanging: claim: %w", ctx.Err())
 	}
 	return h.Store.Claim(ctx, key, fp, t, lease)
+}
+
+func (h *hangingStore) Renew(ctx context.Context, key string, t store.Token, lease time.Duration) error {
+	if h.hang.Load() {
+		<-ctx.Done()
+		return fmt.Errorf("hanging: renew: %w", ctx.Err())
+	}
+	return h.Store.Renew(ctx, key, t, lease)
 }
 
 // TestRenewalHangs: a renewal that hangs is abandoned after the renewal

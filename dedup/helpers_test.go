@@ -106,8 +106,8 @@ func advance(t *testing.T, subj storetest.Subject, d time.Duration) {
 }
 
 // freezer makes a consumer's renewals hang, as a frozen process (a GC
-// pause, a suspended VM) sends none: while frozen, every Claim after the
-// first waits until thaw or until its context ends.
+// pause, a suspended VM) sends none: while frozen, every Renew, and every
+// Claim after the first, waits until thaw or until its context ends.
 type freezer struct {
 	store.Store
 	mu     sync.Mutex
@@ -144,6 +144,20 @@ func (f *freezer) Claim(ctx context.Context, key, fp string, tok store.Token, le
 		}
 	}
 	return f.Store.Claim(ctx, key, fp, tok, lease)
+}
+
+func (f *freezer) Renew(ctx context.Context, key string, tok store.Token, lease time.Duration) error {
+	f.mu.Lock()
+	frozen := f.frozen
+	f.mu.Unlock()
+	if frozen != nil {
+		select {
+		case <-frozen:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return f.Store.Renew(ctx, key, tok, lease)
 }
 
 // realClockOnly skips a test whose subject is the heartbeat, which runs on

@@ -24,10 +24,11 @@ type fakeStore struct {
 	recs map[string]store.Record
 	now  func() time.Time
 
-	claimErr    error // returned by every Claim when set
+	claimErr    error // returned by every Claim and Renew when set
 	completeErr error // returned by every Complete when set
-	renewLose   bool  // a re-entrant Claim reports InProgress (lease lost)
+	renewLose   bool  // another token takes the key at the next Renew; a re-entrant Claim reports InProgress
 	claims      int
+	renews      int
 	onClaim     func(key string, tok store.Token) // called after every Claim, outside the lock
 }
 
@@ -66,10 +67,13 @@ func (s *fakeStore) claim(key, fp string, tok store.Token, lease time.Duration) 
 		return store.Claim{}, fmt.Errorf("fake: claim: %w", s.claimErr)
 	}
 	now := s.now()
+	prev, found := s.recs[key]
 	r, ok := s.live(key)
 	switch {
 	case !ok:
-		r = store.Record{Key: key, Fingerprint: fp, Status: store.StatusInProgress, Token: tok, LockedUntil: now.Add(lease), ExpiresAt: now.Add(lease)}
+		attempt, fence := store.Successor(prev, found, tok, now)
+		r = store.Record{Key: key, Fingerprint: fp, Status: store.StatusInProgress, Token: tok, LockedUntil: now.Add(lease), ExpiresAt: now.Add(lease),
+			Attempt: attempt, Fence: fence}
 		s.recs[key] = r
 		return store.Claim{Outcome: store.Acquired, Record: r}, nil
 	case r.Fingerprint != fp:
@@ -119,6 +123,34 @@ func (s *fakeStore) Release(ctx context.Context, key string, tok store.Token) er
 	if r, ok := s.live(key); ok && r.Token == tok && r.Status == store.StatusInProgress {
 		delete(s.recs, key)
 	}
+	return nil
+}
+
+func (s *fakeStore) Renew(ctx context.Context, key string, tok store.Token, lease time.Duration) error {
+	if err := store.CheckRenew(key, tok, lease); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.renews++
+	if s.claimErr != nil {
+		return fmt.Errorf("fake: renew: %w", s.claimErr)
+	}
+	r, ok := s.live(key)
+	if !ok || r.Status != store.StatusInProgress || r.Token != tok {
+		return fmt.Errorf("fake: renew: %w", store.ErrLeaseLost)
+	}
+	if s.renewLose {
+		r.Token = "taker" // another claim took the key over
+		s.recs[key] = r
+		return fmt.Errorf("fake: renew: %w", store.ErrLeaseLost)
+	}
+	now := s.now()
+	r.LockedUntil, r.ExpiresAt = now.Add(lease), now.Add(lease)
+	s.recs[key] = r
 	return nil
 }
 

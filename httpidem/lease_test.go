@@ -63,10 +63,15 @@ func TestLeaseRenewedWhileHandlerRuns(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, store.StatusCompleted, rec.Status)
 	// The renewer is stopped: no renewal after the response.
-	var claims int
-	s.set(func(f *fakeStore) { claims = f.claims })
+	var claims, renews int
+	s.set(func(f *fakeStore) { claims, renews = f.claims, f.renews })
+	assert.Positive(t, renews, "renewed with Store.Renew")
 	assert.Equal(t, "true", serve(mw, newReq(`{}`, "k")).Header().Get(httpidem.ReplayedHeader))
-	s.set(func(f *fakeStore) { assert.Equal(t, claims+1, f.claims) })
+	time.Sleep(lease) // a renewal would be due by now: the real clock is the subject
+	s.set(func(f *fakeStore) {
+		assert.Equal(t, claims+1, f.claims)
+		assert.Equal(t, renews, f.renews, "no renewal after the response")
+	})
 }
 
 func TestLeaseLostCancelsHandler(t *testing.T) {

@@ -29,7 +29,7 @@
 // # The contract
 //
 // Lease mode (the default), for each outcome of the work and each fault;
-// every row is a test in engine_test.go named in the last column:
+// every row is a test of the package named in the last column:
 //
 //	situation                                   what Run does                                                  test
 //	key absent                                  claims, runs the work once                                     TestRunKeepCompletes
@@ -39,9 +39,15 @@
 //	work returns KeepWithoutResponse            Complete without the response; a retry gets Result.NotKept     TestRunNotKeptCompletesWithoutResponse
 //	store refuses the response (ErrInvalid)     as KeepWithoutResponse                                         TestRunResponseRefusedCompletesWithoutResponse
 //	caller's ctx cancelled while work runs      work's ctx cancelled; renewal goes on; result recorded          TestRunCallerCancelKeepsRenewing
-//	work runs longer than the lease             lease renewed every lease/2                                    TestRunHeartbeatRenews
+//	work runs longer than the lease             lease renewed (Store.Renew) every lease/2                      TestRunHeartbeatRenews
 //	another claim takes the key during work     work's ctx cancelled, cause store.ErrLeaseLost; nothing written TestRunLeaseLostToAnotherClaim
+//	renewal finds the lease lapsed (key absent)  work's ctx cancelled, cause store.ErrLeaseLost; renewal stops  TestRunRenewFindsLeaseLapsed
+//	renewal finds our own Complete recorded     renewal stops quietly                                          TestRunRenewFindsOwnCompletion
 //	renewals fail until the lease runs out      work's ctx cancelled, cause store.ErrLeaseLost                 TestRunRenewalsFailUntilLeaseEnds
+//	a renewal reaches the store after Release   nothing changes: the key stays free, a retry runs              TestLateRenewalCannotReviveReleasedKey
+//	an earlier holder's lease lapsed mid-work   the taker's AttemptFrom: Number 2, Takeover, a larger Fence;   TestTakeoverEndToEnd
+//	                                            the earlier holder's result is refused (store.ErrLeaseLost)
+//	caller's ctx has a deadline                 with WithLeaseFromDeadline: lease min(lease, left + margin)    TestLeaseFromDeadline
 //	Complete fails (a store blip)               retried with backoff, renewing, until it succeeds              TestRunCompleteRetriedThroughBlip
 //	store restarted between work and Complete   retried until the store is back; no second run                 TestRunCompleteSurvivesStoreRestart
 //	store paused between work and Complete      retried until the store answers; no second run                 TestRunCompleteSurvivesStorePause
@@ -67,8 +73,9 @@
 //	work returns Discard                        roll back: key and effect gone; a retry runs                   TestTxDiscardRollsBack
 //	work returns KeepWithoutResponse            roll back (no effect committed without its answer)             TestTxNotKeptRollsBack
 //	work panics                                 roll back, then the panic goes on                              TestTxPanicRollsBack
-//	work ran past half the lease                lease renewed once in the transaction before Complete          TestTxRenewsBeforeComplete
-//	Complete finds the lease lapsed              claim again with the same token (nobody can hold the row), retry TestTxCompleteAfterLapseReclaims
+//	work ran past half the lease                lease renewed once (the transaction's Store.Renew) before Complete TestTxRenewsBeforeComplete
+//	Complete finds the lease lapsed             claim again with the same token (nobody can hold the row), retry TestTxCompleteAfterLapseReclaims
+//	the work asks which attempt it is           AttemptFrom(ctx), as in lease mode                             TestAttemptFromTx
 //	commit (or Complete) fails                  SettleUnknown, ErrNotRecorded: a retry replays or runs         TestTxCommitFails
 //	concurrent duplicate                        blocks on the key's row, then replays                          TestTxConcurrentOnce
 //	caller leaves after the work returned       commit goes on (detached context, bounded by the lease)       TestTxCallerLeavesAfterWorkCommits
@@ -82,15 +89,29 @@
 //
 // # Leases and the heartbeat
 //
-// In lease mode the claim holds the key for WithLease. A heartbeat renews it
-// (a re-entrant Claim) every lease/2, and after a failed
-// renewal on the engine's one backoff (5 ms doubling to lease/8), from the claim until the key is settled: while the work
-// runs and while its result is being recorded. It uses a context that
-// ignores the caller's cancellation, so a caller that gives up cancels the
-// work's context but never the renewal while the work still runs. When a
-// renewal finds the key held by another claim, or renewals fail until the
-// lease has run out, the work's context is cancelled with
-// store.ErrLeaseLost as its cause (context.Cause).
+// In lease mode the claim holds the key for WithLease (or less: see
+// WithLeaseFromDeadline; everything below is in terms of the run's lease). A
+// heartbeat renews it with Store.Renew every lease/2, and after a failed
+// renewal on the engine's one backoff (5 ms doubling to lease/8), from the
+// claim until the key is settled: while the work runs and while its result
+// is being recorded. It uses a context that ignores the caller's
+// cancellation, so a caller that gives up cancels the work's context but
+// never the renewal while the work still runs.
+//
+// Store.Renew extends only a live lease the run holds and never writes
+// anything else, so a renewal that reaches the store late, after the key
+// was released (a discarded verdict), leaves the key free for the retry the
+// release was for. When it refuses (store.ErrLeaseLost) one Get says why:
+// the key completed by the run's own token means a Complete went through,
+// and renewal stops quietly; the key held or completed by another claim,
+// or absent (the lease lapsed), means the lease is over: the work's context
+// is cancelled with store.ErrLeaseLost as its cause (context.Cause), a
+// LeaseLost event says which, and renewal stops (once the work has
+// returned, recording its result may still claim an absent key back with
+// the run's token, as below, and renewal then resumes). Any other failure is
+// retried; when renewals fail until the lease has run out, the work's
+// context is cancelled the same way, and renewal goes on so that the
+// result can still be recorded if nobody took the key.
 //
 // The heartbeat starts lazily: the claim queues the key on the engine's one
 // timer, and the renewal loop's goroutine starts only when the first renewal
@@ -115,6 +136,29 @@
 // exempt: a claim there may wait on the key's row for a concurrent
 // transaction, which keeps everyone else out, and the lease is renewed once
 // before Complete when the work ran past half of it.
+//
+// # Attempts and takeovers
+//
+// The work's context carries the Attempt of the claim that acquired its
+// key (AttemptFrom), in lease and transactional mode and under every
+// surface (an httpidem handler reads it from its request's context, a
+// dedup fn and a Do fn from theirs); the Acquired event carries it too.
+// Number is the store's count of claims that acquired the key
+// (store.Record.Attempt): above 1 means a takeover (Takeover), an earlier
+// holder lost its lease before it completed and may already have acted, so
+// the work should look its effect up before acting again. Fence grows with
+// every claim of the key; the work passes it to its own writes so that a
+// downstream system refuses a stale holder. A store that counts no attempts
+// (a record written before stores did) gives Number 0 and no takeover.
+//
+// # Leases from the caller's deadline
+//
+// WithLeaseFromDeadline(margin) makes a run whose caller's context has a
+// deadline hold its key for at most the time left plus margin (never less
+// than MinDeadlineLease, nor more than WithLease), so a process that dies
+// mid-work keeps a short request's key only that long. The renewal
+// interval, the slow-claim rule, the attempt timeouts and the bounds of
+// recording the result all follow the run's lease.
 //
 // # Do
 //

@@ -69,7 +69,8 @@ func New(s store.Store, opts ...Option) (*Engine, error) {
 	return e, nil
 }
 
-// Lease returns the engine's lease.
+// Lease returns the engine's lease (WithLease). A run whose caller has a
+// deadline may hold a shorter one (WithLeaseFromDeadline).
 func (e *Engine) Lease() time.Duration { return e.opts.lease }
 
 // Retention returns the engine's retention.
@@ -235,7 +236,7 @@ func (e *Engine) Run(ctx context.Context, key, fingerprint string, work Work, op
 	if err := store.CheckClaim(key, fingerprint, "t", e.opts.lease); err != nil {
 		return Result{}, fmt.Errorf("idem: run: %w", err)
 	}
-	r := &run{key: key, fp: fingerprint, caller: ctx}
+	r := &run{key: key, fp: fingerprint, caller: ctx, lease: e.leaseFor(ctx)}
 	if err := invalid.Apply(&r.opts, opts); err != nil {
 		return Result{}, fmt.Errorf("idem: run: %w", err)
 	}
@@ -274,6 +275,7 @@ func (e *Engine) Run(ctx context.Context, key, fingerprint string, work Work, op
 type run struct {
 	caller    context.Context
 	key, fp   string
+	lease     time.Duration // the run's lease: WithLease's, or less (WithLeaseFromDeadline)
 	opts      runOptions
 	verdict   Verdict
 	workStart time.Time
@@ -347,16 +349,19 @@ func (e *Engine) call(ctx context.Context, key, op string, f func() error) error
 	start := time.Now()
 	err := e.scrub(key, f())
 	e.emit(ctx, Event{Kind: StoreCall, Key: key, Op: op, Took: time.Since(start), Err: err})
-	if err != nil {
+	// A renewal refused because the lease is over is no failure of the
+	// store: the heartbeat reports it as LeaseLost (or as nothing, when
+	// the key is settled).
+	if err != nil && (op != OpRenew || !errors.Is(err, store.ErrLeaseLost)) {
 		e.emit(ctx, Event{Kind: StoreError, Key: key, Op: op, Err: err})
 	}
 	return err
 }
 
-func (e *Engine) claim(ctx context.Context, s store.Store, key, fp string, tok store.Token, op string) (store.Claim, error) {
+func (e *Engine) claim(ctx context.Context, s store.Store, key, fp string, tok store.Token, lease time.Duration, op string) (store.Claim, error) {
 	var c store.Claim
 	err := e.call(ctx, key, op, func() (err error) {
-		c, err = s.Claim(ctx, key, fp, tok, e.opts.lease)
+		c, err = s.Claim(ctx, key, fp, tok, lease)
 		return err
 	})
 	return c, err

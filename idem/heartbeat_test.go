@@ -36,7 +36,7 @@ func TestShortWorkStartsNoHeartbeat(t *testing.T) {
 // A work longer than half the lease starts the renewal loop, which renews
 // it (the package's TestMain checks that no goroutine outlives the tests).
 func TestLongWorkStartsHeartbeat(t *testing.T) {
-	const lease = 40 * time.Millisecond
+	const lease = 100 * time.Millisecond
 	renewed := make(chan struct{}, 16)
 	e := newEngine(t, newMemory(t), idem.WithLease(lease), idem.WithWait(0), idem.WithTracer(events(func(ev idem.Event) {
 		if ev.Kind == idem.Renewed {

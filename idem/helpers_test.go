@@ -35,11 +35,12 @@ type flaky struct {
 	claim    func(n int, tok store.Token) error
 	complete func(n int) error
 	release  func(n int) error
+	renew    func(n int) error
 	// refuse, when set, sees each Complete's response: a non-nil error is
 	// returned without calling the store.
 	refuse func(resp []byte) error
 
-	claims, completes, releases atomic.Int32
+	claims, completes, releases, renews atomic.Int32
 }
 
 func (f *flaky) Claim(ctx context.Context, key, fp string, tok store.Token, lease time.Duration) (store.Claim, error) {
@@ -75,6 +76,16 @@ func (f *flaky) Release(ctx context.Context, key string, tok store.Token) error 
 		}
 	}
 	return f.Store.Release(ctx, key, tok)
+}
+
+func (f *flaky) Renew(ctx context.Context, key string, tok store.Token, lease time.Duration) error {
+	n := int(f.renews.Add(1))
+	if f.renew != nil {
+		if err := f.renew(n); err != nil {
+			return err
+		}
+	}
+	return f.Store.Renew(ctx, key, tok, lease)
 }
 
 func newMemory(t testing.TB) *memory.Store {

@@ -23,7 +23,7 @@ func (e *Engine) runLease(ctx context.Context, r *run, work Work) (Result, error
 	wait := newBackoff(backoffFirst, waitMaxBackoff)
 	for {
 		sent := time.Now()
-		c, err := e.claim(ctx, e.s, key, fp, tok, OpClaim)
+		c, err := e.claim(ctx, e.s, key, fp, tok, r.lease, OpClaim)
 		if err != nil {
 			if ctx.Err() != nil {
 				return Result{}, fmt.Errorf("idem: claim %q: %w", e.show(key), context.Cause(ctx))
@@ -33,20 +33,21 @@ func (e *Engine) runLease(ctx context.Context, r *run, work Work) (Result, error
 		o := r.interpret(c)
 		switch {
 		case o == store.Acquired:
-			if took := time.Since(sent); took >= e.opts.lease/2 {
+			if took := time.Since(sent); took >= r.lease/2 {
 				// The lease started somewhere during the claim: it may
 				// already have lapsed, or lapse before a renewal or the
 				// Complete reach the store, and then a retry runs the work a
 				// second time. Do not run the work on such a lease.
-				if e.release(ctx, key, tok) == nil {
+				if e.release(ctx, key, tok, r.lease) == nil {
 					e.emit(ctx, Event{Kind: Released, Key: key, Reason: "claim too slow"})
 				}
 				e.emit(ctx, Event{Kind: SlowClaim, Key: key})
 				return Result{}, fmt.Errorf("idem: claim %q took %v, half the lease (%v) or more: %w",
-					e.show(key), took.Round(time.Millisecond), e.opts.lease, ErrSlowClaim)
+					e.show(key), took.Round(time.Millisecond), r.lease, ErrSlowClaim)
 			}
-			e.emit(ctx, Event{Kind: Acquired, Key: key})
-			return e.runHeld(ctx, r, tok, sent, work)
+			a := attemptOf(c)
+			e.emit(ctx, Event{Kind: Acquired, Key: key, Attempt: a})
+			return e.runHeld(ctx, r, tok, sent, a, work)
 		case o == store.InProgress && e.opts.wait > 0 && e.waitStep(ctx, key, deadline, &wait):
 			continue
 		case o == store.InProgress && ctx.Err() != nil:
@@ -56,14 +57,18 @@ func (e *Engine) runLease(ctx context.Context, r *run, work Work) (Result, error
 	}
 }
 
-// runHeld runs the work on a key held by tok since a claim sent at claimed,
-// then settles.
-func (e *Engine) runHeld(ctx context.Context, r *run, tok store.Token, claimed time.Time, work Work) (Result, error) {
+// runHeld runs the work on a key held by tok since a claim sent at claimed
+// acquired it as attempt a, then settles.
+func (e *Engine) runHeld(ctx context.Context, r *run, tok store.Token, claimed time.Time, a Attempt, work Work) (Result, error) {
 	key, fp := r.key, r.fp
-	wctx, cancel := context.WithCancelCause(ctx)
+	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	// Allocated here, not in r: a replay never needs one.
-	hb := &heartbeat{e: e, ctx: ctx, key: key, fp: fp, tok: tok, cancel: cancel}
+	// Allocated here, not in r: a replay never needs one. The work's
+	// context lives in it too, so that carrying the Attempt costs no
+	// allocation of its own.
+	hb := &heartbeat{e: e, ctx: ctx, key: key, fp: fp, tok: tok, lease: r.lease, cancel: cancel}
+	hb.work = workCtx{Context: cctx, attempt: a}
+	wctx := &hb.work
 	hb.start(claimed)
 
 	// No recover: if the work panics (or calls runtime.Goexit), this stops
@@ -73,7 +78,7 @@ func (e *Engine) runHeld(ctx context.Context, r *run, tok store.Token, claimed t
 	defer func() {
 		if !returned {
 			hb.stop()
-			e.release(ctx, key, tok)
+			e.release(ctx, key, tok, hb.lease)
 			e.emit(ctx, Event{Kind: Released, Key: key, Reason: "panic"})
 		}
 	}()
@@ -97,10 +102,11 @@ func (e *Engine) settle(ctx context.Context, key string, tok store.Token, hb *he
 	}
 	switch v.kindOrKeep() {
 	case discard:
-		// Stop renewing first: a renewal after the release would claim the
-		// key again.
+		// Stop renewing first. A renewal that reaches the store after the
+		// release finds no lease of ours and changes nothing (Store.Renew
+		// never revives a key), but there is no point in sending one.
 		hb.stop()
-		if err := e.release(ctx, key, tok); err != nil {
+		if err := e.release(ctx, key, tok, hb.lease); err != nil {
 			// The key lapses with its lease; a retry runs then.
 			res.Settle = SettleFailed
 			return res, fmt.Errorf("idem: release %q: %w", e.show(key), err)
@@ -164,7 +170,8 @@ func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *
 		}
 	}()
 	bctx := context.WithoutCancel(ctx)
-	b := newBackoff(backoffFirst, min(settleMaxBackoff, e.opts.lease/8))
+	lease := hb.lease
+	b := newBackoff(backoffFirst, min(settleMaxBackoff, lease/8))
 	start := time.Now()
 	reclaims := 0
 	first := true
@@ -177,20 +184,39 @@ func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *
 			// The first attempt's context lives in the heartbeat: one
 			// allocation fewer on the usual path.
 			first, actx = false, &hb.attempt
-			actx.init(bctx, e.attemptTimeout())
+			actx.init(bctx, attemptTimeout(lease))
 		} else {
-			actx = newAttempt(bctx, e.attemptTimeout())
+			actx = newAttempt(bctx, attemptTimeout(lease))
 		}
 		cancel := actx.stop
 		err := e.call(ctx, key, OpComplete, func() error {
 			return e.s.Complete(actx, key, tok, response, e.opts.retention)
 		})
+		// Complete failed while renewal had ended on a lapsed lease: claim
+		// the key back as below, so that renewal resumes while Complete is
+		// retried. (Never after a release: settle releases or completes.)
+		lapsed := err != nil && !errors.Is(err, store.ErrLeaseLost) && hb.endedOnLapse()
+		if lapsed {
+			if c, cerr := e.claim(actx, e.s, key, hb.fp, tok, lease, OpRenew); cerr == nil {
+				switch {
+				case c.Outcome == store.Acquired:
+					hb.renewedAt(time.Now())
+					hb.resume()
+				case c.Outcome == store.Completed && c.Record.Token == tok:
+					cancel()
+					return withoutResponse, nil // an earlier attempt went through
+				default:
+					cancel()
+					return false, fmt.Errorf("the key is %v for another claim: %w", c.Outcome, store.ErrLeaseLost)
+				}
+			}
+		}
 		if errors.Is(err, store.ErrLeaseLost) {
 			// The lease lapsed (the key is absent) or another claim holds
 			// it. Claiming again with the same token tells which, atomically:
 			// Acquired means nobody took it and it is ours again.
 			var c store.Claim
-			c, err = e.claim(actx, e.s, key, hb.fp, tok, OpRenew)
+			c, err = e.claim(actx, e.s, key, hb.fp, tok, lease, OpRenew)
 			switch {
 			case err != nil:
 				// Unknown: try again below.
@@ -199,6 +225,7 @@ func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *
 				// after an Acquired is broken, hence the bound.
 				reclaims++
 				hb.renewedAt(time.Now())
+				hb.resume()
 				cancel()
 				continue
 			case c.Outcome == store.Acquired:
@@ -226,7 +253,7 @@ func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *
 		if errors.Is(err, store.ErrInvalid) || hb.ended() {
 			return false, err
 		}
-		if time.Since(start) >= settleLeases*e.opts.lease {
+		if time.Since(start) >= settleLeases*lease {
 			if withoutResponse {
 				return false, err
 			}
@@ -248,19 +275,20 @@ func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *
 	}
 }
 
-// attemptTimeout bounds one store call made after the work ran, so that a
-// hung store (a paused server) cannot hold the settle loop past the lease.
-func (e *Engine) attemptTimeout() time.Duration { return max(e.opts.lease/4, time.Millisecond) }
+// attemptTimeout bounds one store call made after the work ran on a lease,
+// so that a hung store (a paused server) cannot hold the settle loop past
+// the lease.
+func attemptTimeout(lease time.Duration) time.Duration { return max(lease/4, time.Millisecond) }
 
 // release gives the key up, trying a few times. A failure is logged: the
 // lease then lapses by itself, and until then a retry finds the key in
 // progress.
-func (e *Engine) release(ctx context.Context, key string, tok store.Token) error {
+func (e *Engine) release(ctx context.Context, key string, tok store.Token, lease time.Duration) error {
 	bctx := context.WithoutCancel(ctx)
 	var err error
 	b := newBackoff(backoffFirst, settleMaxBackoff)
 	for i := 0; i < 3; i++ {
-		actx := newAttempt(bctx, e.attemptTimeout())
+		actx := newAttempt(bctx, attemptTimeout(lease))
 		err = e.call(ctx, key, OpRelease, func() error { return e.s.Release(actx, key, tok) })
 		actx.stop()
 		if err == nil || errors.Is(err, store.ErrInvalid) || i == 2 {
@@ -274,9 +302,9 @@ func (e *Engine) release(ctx context.Context, key string, tok store.Token) error
 	return err
 }
 
-// heartbeat renews the lease every lease/2 (every lease/8 after a failure)
-// with a context that ignores the caller's cancellation: cancelling the
-// caller cancels the work, never the renewal.
+// heartbeat renews the lease with Store.Renew every lease/2 (every lease/8
+// after a failure) with a context that ignores the caller's cancellation:
+// cancelling the caller cancels the work, never the renewal.
 //
 // It starts lazily: the claim queues it in the engine's wheel (one timer
 // for all its keys), and only when its first renewal is due does the
@@ -288,7 +316,9 @@ type heartbeat struct {
 	ctx        context.Context // the caller's, for events and logs
 	key, fp    string
 	tok        store.Token
+	lease      time.Duration           // the run's lease
 	cancel     context.CancelCauseFunc // the work's context
+	work       workCtx                 // the work's context, with its Attempt
 	due        time.Time               // the first renewal's, while queued
 	prev, next *heartbeat              // in the engine's wheel, while queued
 	queued     bool                    // waiting in the wheel for its first renewal
@@ -302,7 +332,10 @@ type heartbeat struct {
 	lostCh  chan struct{}      // closed when the lease is lost, made on demand
 	renewed time.Time          // when the claim or renewal that last extended the lease was sent
 	lost    error              // another claim holds the key
-	lapsed  bool               // the lease ran out without a renewal
+	lapsed  bool               // the lease ran out without a renewal, or the store says it is over
+	// overInStore: renewal ended because the store said the lease lapsed
+	// (the key absent); complete may claim it back and resume renewal.
+	overInStore bool
 }
 
 // loopsStarted counts renewal loops started, for the tests that prove a
@@ -312,7 +345,7 @@ var loopsStarted atomic.Int64
 // start arms the heartbeat of a key claimed by a claim sent at claimed.
 func (hb *heartbeat) start(claimed time.Time) {
 	hb.renewed = claimed
-	hb.e.wheel.add(hb, claimed.Add(hb.e.opts.lease/2))
+	hb.e.wheel.add(hb, claimed.Add(hb.lease/2))
 }
 
 // stop ends renewal and waits for a renewal in flight to end.
@@ -368,7 +401,7 @@ func (hb *heartbeat) lostChan() <-chan struct{} {
 func (hb *heartbeat) ended() bool {
 	hb.mu.Lock()
 	defer hb.mu.Unlock()
-	return hb.lost != nil || time.Since(hb.renewed) >= hb.e.opts.lease
+	return hb.lost != nil || time.Since(hb.renewed) >= hb.lease
 }
 
 func (hb *heartbeat) renewedAt(t time.Time) {
@@ -387,48 +420,110 @@ func (hb *heartbeat) run() {
 		hb.mu.Unlock()
 		return
 	}
-	var rctx context.Context
+	rctx, wake, done := hb.armLocked()
+	hb.mu.Unlock()
+	hb.loop(rctx, wake, done, 0)
+}
+
+// armLocked makes the context and channels of a renewal loop about to
+// start. The caller holds hb.mu.
+func (hb *heartbeat) armLocked() (rctx context.Context, wake, done chan struct{}) {
 	rctx, hb.rcancel = context.WithCancel(context.WithoutCancel(hb.ctx))
 	hb.wake, hb.done = make(chan struct{}), make(chan struct{})
-	wake := hb.wake
-	hb.mu.Unlock()
+	return rctx, hb.wake, hb.done
+}
+
+// loop renews until stopped or the lease is over, the first renewal after
+// first (at once when zero).
+func (hb *heartbeat) loop(rctx context.Context, wake, done chan struct{}, first time.Duration) {
 	loopsStarted.Add(1)
-	defer close(hb.done)
+	defer close(done)
 	var t *time.Timer
-	retry := newBackoff(backoffFirst, hb.e.opts.lease/8)
+	retry := newBackoff(backoffFirst, hb.lease/8)
+	next := first
 	for {
-		next, ok := hb.renew(rctx, &retry)
-		if !ok {
-			return
+		if next > 0 {
+			if t == nil {
+				t = time.NewTimer(next)
+				defer t.Stop()
+			} else {
+				t.Reset(next)
+			}
+			select {
+			case <-wake:
+				return
+			case <-t.C:
+			}
 		}
-		if t == nil {
-			t = time.NewTimer(next)
-			defer t.Stop()
-		} else {
-			t.Reset(next)
-		}
-		select {
-		case <-wake:
+		var ok bool
+		if next, ok = hb.renew(rctx, &retry); !ok {
 			return
-		case <-t.C:
 		}
 	}
+}
+
+// resume restarts renewal once complete has claimed the key back, when the
+// loop had ended because the store said the lease lapsed (nobody took the
+// key). It does nothing otherwise.
+func (hb *heartbeat) resume() {
+	hb.mu.Lock()
+	if !hb.overInStore || hb.stopped || hb.lost != nil {
+		hb.mu.Unlock()
+		return
+	}
+	hb.overInStore, hb.lapsed = false, false
+	ended, endedCancel := hb.done, hb.rcancel
+	rctx, wake, done := hb.armLocked()
+	hb.mu.Unlock()
+	endedCancel()
+	<-ended // the ended loop is gone: it closes done last
+	go hb.loop(rctx, wake, done, hb.lease/2)
+}
+
+// endedOnLapse reports whether renewal ended because the store said the
+// lease lapsed, and nobody has claimed the key back since.
+func (hb *heartbeat) endedOnLapse() bool {
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	return hb.overInStore
 }
 
 // renew sends one renewal and returns when the next is due; false ends the
 // loop.
 func (hb *heartbeat) renew(rctx context.Context, retry *backoff) (time.Duration, bool) {
 	e := hb.e
-	lease := e.opts.lease
+	lease := hb.lease
 	actx, cancel := context.WithTimeout(rctx, max(lease/2, time.Millisecond))
 	sent := time.Now()
-	c, err := e.claim(actx, e.s, hb.key, hb.fp, hb.tok, OpRenew)
+	err := e.call(actx, hb.key, OpRenew, func() error { return e.s.Renew(actx, hb.key, hb.tok, lease) })
+	var why string // set when the store says the lease is over
+	if errors.Is(err, store.ErrLeaseLost) {
+		// Renew never says why; one Get does. An error of its own is
+		// taken as the renewal's: try again.
+		r, gerr := e.s.Get(actx, hb.key)
+		switch {
+		case gerr == nil && r.Status == store.StatusCompleted && r.Token == hb.tok:
+			cancel()
+			return 0, false // settled: a Complete of ours went through
+		case gerr == nil && r.Token != hb.tok:
+			why = "another claim holds the key"
+			hb.loseTo(fmt.Errorf("idem: renew %q: the key is %v for another claim: %w", e.show(hb.key), r.Status, store.ErrLeaseLost))
+		case errors.Is(gerr, store.ErrNotFound):
+			why = "the lease lapsed"
+		case gerr == nil:
+			// Ours and live again: a Complete that found the lease lapsed
+			// claimed the key back meanwhile. The next renewal extends it.
+			err = nil
+		default:
+			err = e.scrub(hb.key, gerr)
+		}
+	}
 	cancel()
 	if rctx.Err() != nil {
 		return 0, false // stopped while renewing
 	}
 	switch {
-	case err == nil && c.Outcome == store.Acquired:
+	case err == nil:
 		hb.renewedAt(sent)
 		hb.mu.Lock()
 		hb.lapsed = false
@@ -436,18 +531,21 @@ func (hb *heartbeat) renew(rctx context.Context, retry *backoff) (time.Duration,
 		e.emit(hb.ctx, Event{Kind: Renewed, Key: hb.key})
 		retry.reset(backoffFirst)
 		return lease / 2, true
-	case err == nil && c.Outcome == store.Completed && c.Record.Token == hb.tok:
-		return 0, false // settled: a Complete of ours went through
-	case err == nil:
+	case why != "":
 		hb.mu.Lock()
-		hb.lost = fmt.Errorf("idem: renew %q: the key is %v for another claim: %w", e.show(hb.key), c.Outcome, store.ErrLeaseLost)
+		first := !hb.lapsed
+		hb.lapsed = true
 		lost := hb.lost
-		if hb.lostCh != nil {
-			close(hb.lostCh)
-		}
+		hb.overInStore = lost == nil
 		hb.mu.Unlock()
-		e.emit(hb.ctx, Event{Kind: LeaseLost, Key: hb.key, Err: lost, Reason: "another claim holds the key"})
-		e.Logger().ErrorContext(hb.ctx, "idem: lease lost to another claim; cancelling the work", "key", e.show(hb.key))
+		if lost == nil {
+			lost = fmt.Errorf("idem: renew %q: %s: %w", e.show(hb.key), why, store.ErrLeaseLost)
+		}
+		if first || !hb.endedOnLapse() { // a loss to another claim is always told
+			e.emit(hb.ctx, Event{Kind: LeaseLost, Key: hb.key, Err: lost, Reason: why})
+			e.Logger().ErrorContext(hb.ctx, "idem: lease lost ("+why+"); cancelling the work", "key", e.show(hb.key))
+		}
+		// The lease is over: renewing cannot bring it back.
 		hb.cancel(store.ErrLeaseLost)
 		return 0, false
 	}
@@ -469,4 +567,41 @@ func (hb *heartbeat) renew(rctx context.Context, retry *backoff) (time.Duration,
 		e.Logger().WarnContext(hb.ctx, "idem: lease renewal failed; retrying", "key", e.show(hb.key), "err", err)
 	}
 	return retry.next(), true
+}
+
+// loseTo records that another claim holds the key: settling stops, and
+// waiters on lostChan wake.
+func (hb *heartbeat) loseTo(err error) {
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	if hb.lost != nil {
+		return
+	}
+	hb.lost = err
+	if hb.lostCh != nil {
+		close(hb.lostCh)
+	}
+}
+
+// workCtx is the work's context: the run's cancellable context, answering
+// AttemptFrom with the claim's Attempt. It lives in the run's heartbeat (or
+// its transaction's state), so it costs no allocation of its own.
+type workCtx struct {
+	context.Context
+	attempt Attempt
+}
+
+// Value answers attemptKey with the Attempt, and every other key as the
+// run's context does (context.Cause and the cancellation of contexts
+// derived from it included).
+func (c *workCtx) Value(key any) any {
+	if _, ok := key.(attemptKey); ok {
+		return c.attempt
+	}
+	return c.Context.Value(key)
+}
+
+// attemptOf returns the Attempt of a claim that acquired its key.
+func attemptOf(c store.Claim) Attempt {
+	return Attempt{Number: c.Record.Attempt, Fence: c.Record.Fence, Takeover: c.Takeover()}
 }

@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -26,6 +27,11 @@ const (
 	DefaultWait = 10 * time.Second
 	// MinLease is the shortest lease New accepts.
 	MinLease = time.Millisecond
+	// MinDeadlineLease is the shortest lease WithLeaseFromDeadline gives a
+	// run (unless WithLease's lease is shorter still): a caller whose
+	// deadline has (nearly) passed still gets a lease that outlasts a few
+	// round trips to the store.
+	MinDeadlineLease = time.Second
 	// DefaultMaxResponse is the largest response (or Do result) kept, in
 	// bytes, unless a surface is told otherwise: see KeepUpTo.
 	DefaultMaxResponse = 1 << 20
@@ -38,6 +44,7 @@ type Option func(*options) error
 
 type options struct {
 	lease     time.Duration
+	margin    time.Duration // WithLeaseFromDeadline; 0: off
 	retention time.Duration
 	wait      time.Duration
 	logger    *slog.Logger
@@ -72,6 +79,41 @@ func WithLease(d time.Duration) Option {
 		o.lease = d
 		return nil
 	}
+}
+
+// WithLeaseFromDeadline makes a run whose caller's context has a deadline
+// hold its key for no longer than that deadline plus margin: the run's
+// lease is the shorter of WithLease's lease and the time left before the
+// deadline plus margin, and never shorter than MinDeadlineLease (or
+// WithLease's lease, if that is shorter). The work's context ends at the
+// caller's deadline, and margin is the time the result then has to be
+// recorded; a process that dies meanwhile keeps the key only that long,
+// not a whole WithLease. Everything the engine derives from the lease
+// follows the run's (the renewal interval, the slow-claim rule, the
+// bounds of recording the result). A caller without a deadline gets
+// WithLease's lease, as without this option. margin must be positive.
+func WithLeaseFromDeadline(margin time.Duration) Option {
+	return func(o *options) error {
+		if margin <= 0 {
+			return fmt.Errorf("WithLeaseFromDeadline(%v): the margin must be positive", margin)
+		}
+		o.margin = margin
+		return nil
+	}
+}
+
+// leaseFor returns the lease of a run whose caller's context is ctx.
+func (e *Engine) leaseFor(ctx context.Context) time.Duration {
+	lease := e.opts.lease
+	if e.opts.margin == 0 {
+		return lease
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return lease
+	}
+	d := time.Until(deadline) + e.opts.margin
+	return min(lease, max(d, MinDeadlineLease))
 }
 
 // WithRetention sets how long a completed key is remembered and its

@@ -121,7 +121,8 @@ const (
 	// store.ErrLeaseLost and its result is not recorded.
 	LeaseLost
 	// StoreError: a store call failed (Err); the engine retries when the
-	// rules allow.
+	// rules allow. A renewal refused with store.ErrLeaseLost is not one:
+	// the lease is over, and LeaseLost reports it.
 	StoreError
 	// Renewed: the lease was renewed while the work ran or its result was
 	// being recorded.

@@ -86,6 +86,7 @@ type detached struct {
 	mu       sync.Mutex
 	phase    int // 0 claiming, 1 working, 2 settling
 	work     context.CancelCauseFunc
+	wctx     workCtx // the work's context, with its Attempt
 	stopCall func() bool
 	timer    *time.Timer
 }
@@ -108,16 +109,18 @@ func (e *Engine) detach(caller context.Context) *detached {
 	return d
 }
 
-// working derives the work's context from the transaction's.
-func (d *detached) working(tctx context.Context, caller context.Context) (context.Context, context.CancelCauseFunc) {
-	wctx, cancel := context.WithCancelCause(tctx)
+// working derives the work's context from the transaction's; it carries a,
+// the Attempt of the claim.
+func (d *detached) working(tctx context.Context, caller context.Context, a Attempt) (context.Context, context.CancelCauseFunc) {
+	cctx, cancel := context.WithCancelCause(tctx)
 	d.mu.Lock()
 	d.phase, d.work = 1, cancel
+	d.wctx = workCtx{Context: cctx, attempt: a}
 	d.mu.Unlock()
 	if caller.Err() != nil {
 		cancel(context.Cause(caller))
 	}
-	return wctx, cancel
+	return &d.wctx, cancel
 }
 
 // settling ends the caller's hold on the transaction: from now on it has
@@ -148,7 +151,7 @@ func (d *detached) stop() {
 func (e *Engine) inTx(ctx context.Context, d *detached, s store.Store, r *run, tok store.Token, work Work, run *txRun) error {
 	key, fp := r.key, r.fp
 	*run = txRun{} // InTx may call fn again after a retryable failure
-	c, err := e.claim(ctx, s, key, fp, tok, OpClaim)
+	c, err := e.claim(ctx, s, key, fp, tok, r.lease, OpClaim)
 	if err != nil {
 		run.claimErr = err
 		return err
@@ -157,7 +160,8 @@ func (e *Engine) inTx(ctx context.Context, d *detached, s store.Store, r *run, t
 	if run.outcome != store.Acquired {
 		return nil // nothing written: the commit is a no-op
 	}
-	e.emit(ctx, Event{Kind: Acquired, Key: key})
+	a := attemptOf(c)
+	e.emit(ctx, Event{Kind: Acquired, Key: key, Attempt: a})
 	run.ran = true
 	claimed := time.Now()
 	defer func() {
@@ -165,31 +169,32 @@ func (e *Engine) inTx(ctx context.Context, d *detached, s store.Store, r *run, t
 			e.emit(ctx, Event{Kind: Released, Key: key, Reason: "panic; transaction rolled back"})
 		}
 	}()
-	wctx, cancel := d.working(ctx, r.caller)
+	wctx, cancel := d.working(ctx, r.caller, a)
 	r.workStart = time.Now()
 	run.verdict = work(wctx)
 	r.workEnd = time.Now()
 	cancel(nil)
-	d.settling(e.opts.lease)
+	d.settling(r.lease)
 	r.verdict = run.verdict
 	run.returned = true
 	if k := run.verdict.kindOrKeep(); k != keep {
 		return errRollback
 	}
-	if time.Since(claimed) >= e.opts.lease/2 {
+	if time.Since(claimed) >= r.lease/2 {
 		// The lease still applies in a transaction. Nobody can take the key
 		// over while this transaction holds its row, so it is not renewed
 		// while the work runs (a driver's transaction is not safe for
-		// concurrent use); it is renewed once here, so a slow work's
-		// Complete does not fail.
-		c, err := e.claim(ctx, s, key, fp, tok, OpRenew)
-		if err != nil {
+		// concurrent use); it is renewed once here, with the transaction's
+		// Store.Renew, so a slow work's Complete does not fail. A lease
+		// that already lapsed by the store's clock cannot be renewed: the
+		// Complete below then finds it so and claims the key back.
+		err := e.call(ctx, key, OpRenew, func() error { return s.Renew(ctx, key, tok, r.lease) })
+		switch {
+		case err == nil:
+			e.emit(ctx, Event{Kind: Renewed, Key: key})
+		case !errors.Is(err, store.ErrLeaseLost):
 			return err
 		}
-		if c.Outcome != store.Acquired {
-			return fmt.Errorf("idem: renew %q before completing: the key is %v: %w", e.show(key), c.Outcome, store.ErrLeaseLost)
-		}
-		e.emit(ctx, Event{Kind: Renewed, Key: key})
 	}
 	complete := func() error {
 		return e.call(ctx, key, OpComplete, func() error {
@@ -202,7 +207,7 @@ func (e *Engine) inTx(ctx context.Context, d *detached, s store.Store, r *run, t
 		// can have taken the key meanwhile (it waits on the key's row until
 		// this transaction ends), so claiming it again with the same token
 		// renews the lease, and the completion goes through.
-		if c, cerr := e.claim(ctx, s, key, fp, tok, OpRenew); cerr == nil && c.Outcome == store.Acquired {
+		if c, cerr := e.claim(ctx, s, key, fp, tok, r.lease, OpRenew); cerr == nil && c.Outcome == store.Acquired {
 			e.emit(ctx, Event{Kind: Renewed, Key: key})
 			err = complete()
 		}

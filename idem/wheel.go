@@ -12,7 +12,8 @@ import (
 // own ever existed); one that comes due gets its renewal loop, on a
 // goroutine of its own, from then on. With every lease of an engine the same
 // length, a new heartbeat almost always goes to the list's tail, without
-// touching the timer.
+// touching the timer; runs whose leases differ (WithLeaseFromDeadline) are
+// inserted in order, walking back from the tail.
 type wheel struct {
 	mu         sync.Mutex
 	head, tail *heartbeat

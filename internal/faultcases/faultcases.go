@@ -51,6 +51,13 @@ func LostReplies(t *testing.T, proxied New) {
 	require.NoError(t, err)
 	require.Equal(t, store.Acquired, c.Outcome, "the retried Claim holds the key it took")
 
+	// A renewal whose reply is lost renewed; its retry renews again. The
+	// renewal is recognised on the wire by its key (a Renew carries no
+	// other text of its own).
+	p.LoseReplyTo([]byte("lost-claim"))
+	requireFailure(t, s.Renew(ctx, "lost-claim", tok, time.Minute))
+	require.NoError(t, s.Renew(ctx, "lost-claim", tok, time.Minute), "the retried Renew finds the lease it extended")
+
 	p.LoseReplyTo([]byte("done-response"))
 	requireFailure(t, s.Complete(ctx, "lost-claim", tok, []byte("done-response"), time.Hour))
 	require.NoError(t, s.Complete(ctx, "lost-claim", tok, []byte("done-response"), time.Hour))
