@@ -47,6 +47,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/keyer"
 )
 
@@ -128,7 +129,11 @@ func serve(cfg config, addr string) error {
 	srv := &http.Server{Handler: a.routes(), ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	logger.Info("serving payments", "addr", ln.Addr().String(), "store", a.describe, "mode", cfg.Mode, "lease", cfg.Lease,
+	lease := cfg.Lease
+	if lease == 0 {
+		lease = idem.DefaultLease
+	}
+	logger.Info("serving payments", "addr", ln.Addr().String(), "store", a.describe, "mode", cfg.Mode, "lease", lease,
 		"retention", cfg.Retention, "purge_every", cfg.PurgeEvery)
 	select {
 	case err := <-errc:
