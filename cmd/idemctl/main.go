@@ -61,11 +61,13 @@ Commands:
                attempt, fence, sizes
              --response       also print the stored response (completed only)
              --json           one JSON line
-  release KEY  free an in-progress key, so the next Claim acquires it
+  release KEY  free a live in-progress key, so the next Claim acquires it (attempt 1);
+               a lapsed key is free already and stays as it is
              --reason TEXT    why (required; written to the audit line)
              --force          asked for a completed key: refused all the same (see below)
              --audit-file F   append the audit line (JSON) to F instead of stderr
-  purge    delete the records whose lease or retention is over (store.Purger)
+  purge    delete the records whose retention is over, and lapsed ones store.LapsedKept
+           after their lease (store.Purger)
   stats    records by state and the oldest lease in flight
              --json           one JSON line
 
