@@ -26,32 +26,33 @@ type flightShard struct {
 	runs flightHeap
 }
 
-// flightEntry is one held run's place in its shard's heap. Its fields
-// belong to the shard's lock.
+// flightEntry is one held run's place in its shard's heap, a field of the
+// run (no allocation per run). at and index belong to the shard's lock;
+// add and remove of one entry are ordered by the run's own lock.
 type flightEntry struct {
 	at    time.Time // when the run acquired its key
 	index int       // its position in the heap; -1 once removed
 	shard *flightShard
 }
 
-// add records a run that acquired its key at at and returns its entry, to
-// give to remove when the run settles.
-func (f *flight) add(at time.Time) *flightEntry {
+// add records a run that acquired its key at at, as e, which must not be
+// held already; give e to remove when the run settles.
+func (f *flight) add(e *flightEntry, at time.Time) {
 	s := &f.shards[f.next.Add(1)%flightShards]
-	e := &flightEntry{at: at, shard: s}
+	e.shard = s
 	s.mu.Lock()
+	e.at = at
 	heap.Push(&s.runs, e)
 	s.mu.Unlock()
-	return e
 }
 
-// remove forgets a run that settled. Removing an entry twice, or nil, does
-// nothing.
+// remove forgets a run that settled. Removing an entry twice, or one never
+// added, does nothing.
 func (f *flight) remove(e *flightEntry) {
-	if e == nil {
+	s := e.shard
+	if s == nil {
 		return
 	}
-	s := e.shard
 	s.mu.Lock()
 	if e.index >= 0 {
 		heap.Remove(&s.runs, e.index)

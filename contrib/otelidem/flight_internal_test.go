@@ -16,7 +16,9 @@ func TestFlightOldestMatchesBruteForce(t *testing.T) {
 	for step := range 5000 {
 		if len(held) == 0 || rng.IntN(3) > 0 {
 			at := t0.Add(time.Duration(rng.IntN(1_000_000)) * time.Millisecond)
-			held[f.add(at)] = at
+			e := new(flightEntry)
+			f.add(e, at)
+			held[e] = at
 		} else {
 			for e := range held { // map order: a random held entry
 				f.remove(e)
@@ -45,5 +47,5 @@ func TestFlightOldestMatchesBruteForce(t *testing.T) {
 	if _, ok := f.oldest(); ok || f.len() != 0 {
 		t.Fatalf("not empty after removing everything")
 	}
-	f.remove(nil)
+	f.remove(new(flightEntry)) // never added
 }

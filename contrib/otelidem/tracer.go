@@ -29,7 +29,7 @@ type run struct {
 	claimTook time.Duration // and how long it took
 	held      bool          // acquired and not yet settled
 	acquired  time.Time     // when the key was acquired
-	flight    *flightEntry  // its place among the runs in flight, while held
+	flight    flightEntry   // its place among the runs in flight, while held
 	settle    time.Time     // when the first settle call began (zero: not yet)
 	outcome   string        // the claim's outcome, then the settle's
 }
@@ -204,7 +204,7 @@ func (t *Telemetry) claimed(ctx context.Context, r *run, ev idem.Event, outcome 
 		if outcome == OutcomeAcquired && !r.held {
 			t.inflight.Add(ctx, 1, t.common)
 			r.held, r.acquired, r.settle = true, now, time.Time{}
-			r.flight = t.flight.add(now)
+			t.flight.add(&r.flight, now)
 		}
 		r.mu.Unlock()
 	}
@@ -237,8 +237,7 @@ func (t *Telemetry) settled(ctx context.Context, r *run, ev idem.Event, outcome 
 			held, start, settle = true, r.acquired, r.settle
 			r.held = false
 			r.outcome = outcome
-			t.flight.remove(r.flight)
-			r.flight = nil
+			t.flight.remove(&r.flight)
 		}
 		r.mu.Unlock()
 	}
