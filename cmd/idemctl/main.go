@@ -1,7 +1,9 @@
 // Command idemctl lets an operator look inside an idemkit store and clear
 // a stuck key: list the records by state, show one, release a key held by
 // a crashed or hung holder (with an audit line), purge what has expired,
-// and count the records by state.
+// and count the records by state. Every record shows its attempt count and
+// fencing number (store.Entry.Attempt, Fence): an attempt above 1 is a key
+// taken over from a holder whose lease lapsed, whose work may have run.
 //
 //	idemctl -store-url URL [-raw | -hash-secret-file FILE] COMMAND [flags] [args]
 //
@@ -48,21 +50,24 @@ Usage:
   idemctl -store-url URL [global flags] COMMAND [flags] [args]
 
 Commands:
-  list     list records, oldest deadline first
+  list     list records, oldest deadline first, with their attempt and fence
              --state in_progress|lapsed|completed|expired   (default: every state)
              --older-than D   only records whose deadline is at least D in the past
                               (negative: leases or retentions that end within -D)
              --prefix P       only keys that start with P (as stored)
              --limit N        at most N records (default 100, 0 for all)
              --json           JSON lines instead of a table
-  show KEY     one record in any state: lease deadline, holder's token hashed, sizes
+  show KEY     one record in any state: lease deadline, holder's token hashed,
+               attempt, fence, sizes
              --response       also print the stored response (completed only)
              --json           one JSON line
-  release KEY  free an in-progress key, so the next Claim acquires it
+  release KEY  free a live in-progress key, so the next Claim acquires it (attempt 1);
+               a lapsed key is free already and stays as it is
              --reason TEXT    why (required; written to the audit line)
              --force          asked for a completed key: refused all the same (see below)
              --audit-file F   append the audit line (JSON) to F instead of stderr
-  purge    delete the records whose lease or retention is over (store.Purger)
+  purge    delete the records whose retention is over, and lapsed ones store.LapsedKept
+           after their lease (store.Purger)
   stats    records by state and the oldest lease in flight
              --json           one JSON line
 
@@ -84,6 +89,15 @@ whose holder is still running may then run twice, which is why release wants
 a reason and writes an audit line. A completed key is never released: the
 store contract has no operation that deletes a completed record, so it stays
 until its retention ends and purge removes it.
+
+ATTEMPT counts the claims that acquired the key for the record: 1 for the
+first, 2 after a takeover (a holder's lease lapsed and another claim took
+the key: the first holder's work may have run, and its late Complete is
+refused), and so on. A lapsed record is kept store.LapsedKept (24h) after
+its lease for that count, and releasing it does nothing: the next claim
+takes it over as the next attempt. FENCE grows with every claim that
+acquires the key. A record written before attempts were counted shows
+attempt 0 (or 1, by backend) and fence 0.
 
 Examples:
   idemctl -store-url postgres://db/app list --state in_progress
@@ -225,13 +239,15 @@ type entryJSON struct {
 	TokenHash        string     `json:"token_hash"`
 	LockedUntil      *time.Time `json:"locked_until,omitempty"`
 	ExpiresAt        time.Time  `json:"expires_at"`
+	Attempt          uint32     `json:"attempt"`
+	Fence            uint64     `json:"fence"`
 	FingerprintBytes int        `json:"fingerprint_bytes"`
 	ResponseBytes    int        `json:"response_bytes"`
 }
 
 func (c *cli) entryJSON(e store.Entry) entryJSON {
 	j := entryJSON{Key: c.redact(e.Key), State: e.State.String(), TokenHash: e.TokenHash, ExpiresAt: e.ExpiresAt.UTC(),
-		FingerprintBytes: e.FingerprintSize, ResponseBytes: e.ResponseSize}
+		Attempt: e.Attempt, Fence: e.Fence, FingerprintBytes: e.FingerprintSize, ResponseBytes: e.ResponseSize}
 	if !e.LockedUntil.IsZero() {
 		t := e.LockedUntil.UTC()
 		j.LockedUntil = &t
@@ -273,7 +289,7 @@ func (c *cli) list(ctx context.Context, name string, args []string) int {
 	enc := json.NewEncoder(c.stdout)
 	if !*asJSON {
 		tw = tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "KEY\tSTATE\tDEADLINE\tWHEN\tTOKEN\tRESPONSE")
+		fmt.Fprintln(tw, "KEY\tSTATE\tDEADLINE\tWHEN\tATTEMPT\tFENCE\tTOKEN\tRESPONSE")
 	}
 	now := c.now()
 	printed := 0
@@ -292,8 +308,8 @@ func (c *cli) list(ctx context.Context, name string, args []string) int {
 					return c.fail(err)
 				}
 			} else {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", c.redact(e.Key), e.State, e.ExpiresAt.UTC().Format(time.RFC3339Nano),
-					age(now, e.ExpiresAt), e.TokenHash, e.ResponseSize)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%d\n", c.redact(e.Key), e.State, e.ExpiresAt.UTC().Format(time.RFC3339Nano),
+					age(now, e.ExpiresAt), e.Attempt, e.Fence, e.TokenHash, e.ResponseSize)
 			}
 			printed++
 		}
@@ -374,6 +390,8 @@ func (c *cli) show(ctx context.Context, name string, args []string) int {
 	}
 	fmt.Fprintf(tw, "expires at:\t%s (%s)\n", e.ExpiresAt.UTC().Format(time.RFC3339Nano), age(now, e.ExpiresAt))
 	fmt.Fprintf(tw, "token (sha256):\t%s\n", e.TokenHash)
+	fmt.Fprintf(tw, "attempt:\t%d%s\n", e.Attempt, takeoverNote(e.Attempt))
+	fmt.Fprintf(tw, "fence:\t%d\n", e.Fence)
 	fmt.Fprintf(tw, "fingerprint:\t%d bytes\n", e.FingerprintSize)
 	fmt.Fprintf(tw, "response:\t%d bytes\n", e.ResponseSize)
 	if err := tw.Flush(); err != nil {
@@ -388,6 +406,17 @@ func (c *cli) show(ctx context.Context, name string, args []string) int {
 	return exitOK
 }
 
+// takeoverNote explains an attempt above 1 in show's text.
+func takeoverNote(attempt uint32) string {
+	switch {
+	case attempt == 2:
+		return " (taken over once: the earlier holder's work may have run)"
+	case attempt > 2:
+		return fmt.Sprintf(" (taken over %d times: earlier holders' work may have run)", attempt-1)
+	}
+	return ""
+}
+
 // audit is the line release writes.
 type audit struct {
 	Time      time.Time `json:"time"`
@@ -400,6 +429,8 @@ type audit struct {
 	Before    string    `json:"state_before,omitempty"`
 	TokenHash string    `json:"token_hash,omitempty"`
 	LeaseEnd  string    `json:"lease_until,omitempty"`
+	Attempt   uint32    `json:"attempt,omitempty"`
+	Fence     uint64    `json:"fence,omitempty"`
 	Outcome   string    `json:"outcome"`
 	Detail    string    `json:"detail,omitempty"`
 }
@@ -428,13 +459,13 @@ func (c *cli) release(ctx context.Context, name string, args []string) int {
 	case err != nil:
 		return c.fail(err)
 	}
-	a.Before, a.TokenHash = e.State.String(), e.TokenHash
+	a.Before, a.TokenHash, a.Attempt, a.Fence = e.State.String(), e.TokenHash, e.Attempt, e.Fence
 	if !e.LockedUntil.IsZero() {
 		a.LeaseEnd = e.LockedUntil.UTC().Format(time.RFC3339Nano)
 	}
 	switch e.State {
 	case store.StateLapsed:
-		a.Outcome, a.Detail = "already_free", "the lease is over: the next Claim takes the key over"
+		a.Outcome, a.Detail = "already_free", fmt.Sprintf("the lease is over: the next Claim takes the key over as attempt %d (the record stays, for that count, until purged)", max(e.Attempt, 1)+1)
 		return c.writeAudit(a, *auditFile, exitOK)
 	case store.StateExpired:
 		a.Outcome, a.Detail = "already_free", "the retention is over: the next Claim acquires the key"

@@ -447,3 +447,77 @@ func TestReleaseNeverFreesANewHolder(t *testing.T) {
 		t.Errorf("the new holder lost the key: %+v, %v", r, err)
 	}
 }
+
+// TestAttempts: list (table and JSON) and show carry the attempt and the
+// fence of each record, a takeover shows attempt 2 with a larger fence, and
+// the audit line of a lapsed key names the attempt that takes it over.
+func TestAttempts(t *testing.T) {
+	clock := storetest.NewManualClock(time.Now())
+	m, err := memory.New(memory.WithClock(clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	b := backend{url: "memory://", open: func(context.Context, string) (store.Store, error) { return nopClose{m}, nil }}
+	first := store.NewToken()
+	mustClaim(t, m, "k", first, time.Minute)
+	mustClaim(t, m, "other", store.NewToken(), time.Hour)
+
+	_, out, _ := ctl(t, b, "-raw", "list", "--json")
+	lines := jsonLines(t, out)
+	if len(lines) != 2 || lines[0]["key"] != "k" || lines[0]["attempt"] != float64(1) {
+		t.Fatalf("list --json = %q, want k first with attempt 1", out)
+	}
+	fence1, ok := lines[0]["fence"].(float64)
+	if !ok || fence1 < 1 {
+		t.Fatalf("list --json: fence of k = %v, want a positive number", lines[0]["fence"])
+	}
+
+	// The lease lapses: the record stays lapsed, and release leaves it be,
+	// saying which attempt takes it over.
+	clock.Advance(2 * time.Minute)
+	code, out, errOut := ctl(t, b, "-raw", "release", "k", "--reason", "crashed")
+	if code != 0 || !strings.Contains(out, "as attempt 2") {
+		t.Errorf("release of a lapsed key = %d %q %q, want 0 and 'as attempt 2'", code, out, errOut)
+	}
+	al := jsonLines(t, errOut)
+	if len(al) != 1 || al[0]["outcome"] != "already_free" || al[0]["state_before"] != "lapsed" || al[0]["attempt"] != float64(1) {
+		t.Errorf("audit line of a lapsed release = %s", errOut)
+	}
+
+	// A takeover: attempt 2, a larger fence.
+	second := store.NewToken()
+	c, err := m.Claim(t.Context(), "k", "fp", second, time.Minute)
+	if err != nil || !c.Takeover() {
+		t.Fatalf("Claim after the lapse = %+v, %v; want a takeover", c, err)
+	}
+	_, out, _ = ctl(t, b, "-raw", "show", "k", "--json")
+	sh := jsonLines(t, out)
+	if len(sh) != 1 || sh[0]["attempt"] != float64(2) || sh[0]["fence"].(float64) <= fence1 || sh[0]["token_hash"] != store.HashToken(second) {
+		t.Errorf("show --json after the takeover = %q; want attempt 2, a fence above %v, the second token", out, fence1)
+	}
+	_, out, _ = ctl(t, b, "-raw", "show", "k")
+	if !strings.Contains(out, "attempt:") || !strings.Contains(out, "2 (taken over once") || !strings.Contains(out, "fence:") {
+		t.Errorf("show = %q; want its attempt (2, taken over once) and fence", out)
+	}
+	_, out, _ = ctl(t, b, "-raw", "list", "--state", "in_progress")
+	rows := strings.Split(strings.TrimSpace(out), "\n")
+	if len(rows) != 3 || !strings.Contains(rows[0], "ATTEMPT") || !strings.Contains(rows[0], "FENCE") {
+		t.Fatalf("list table = %q; want a header with ATTEMPT and FENCE and two rows", out)
+	}
+	for _, row := range rows[1:] {
+		f := strings.Fields(row)
+		want := "1"
+		if f[0] == "k" {
+			want = "2"
+		}
+		// WHEN is two words ("in 3m0s"): count the columns from the end.
+		if len(f) < 8 || f[len(f)-4] != want {
+			t.Errorf("list row %q: want attempt %s in the fourth column from the end", row, want)
+		}
+	}
+	// The first holder's late Complete is refused: the table said why.
+	if err := m.Complete(t.Context(), "k", first, []byte("late"), time.Hour); !errors.Is(err, store.ErrLeaseLost) {
+		t.Errorf("the first holder's Complete after the takeover = %v, want ErrLeaseLost", err)
+	}
+}

@@ -26,6 +26,8 @@
 //	idem.waits           counter  claims that found the key in progress and waited (idem.WithWait)
 //	idem.renewals        counter  lease renewals
 //	idem.inflight        up-down  runs holding a key: acquired, not yet settled
+//	idem.inflight.oldest_age  gauge, s: age of the oldest run holding a key (0: none)
+//	idem.takeovers       counter  claims that took over a key whose holder's lease lapsed
 //	idem.work.duration   histogram, s: from acquiring the key to the first settle call
 //	idem.settle.duration histogram, s: from the first settle call to the settle's end (retries and commit included)
 //	idem.store.duration  histogram, s  idem.op (claim, renew, complete, release, tx), idem.store, error
@@ -52,4 +54,17 @@
 // Counts are exact: each comes from one engine event. In-flight work and the
 // work and settle durations are joined by the run itself, whose state rides
 // in the context TraceRunStart returned: no map of keys, nothing to sweep.
+//
+// idem.takeovers counts the Acquired events whose idem.Attempt is a
+// takeover (Attempt.Takeover: the key's earlier holder lost its lease before
+// completing it, so its work may have run). Any rate above zero means
+// holders crash, hang or outlive their lease.
+//
+// idem.inflight.oldest_age is observed at each collection: the time since
+// the oldest run still holding its key acquired it, from the Acquired event
+// to the event that settles the run (Completed, Released, LeaseLost,
+// Unknown, a failed release) or, failing one, TraceRunEnd. The runs in flight
+// are kept in sharded min-heaps: O(log n) per run, one entry per run in
+// flight and none once it ends. A value far above the lease means a work
+// that keeps renewing its lease and never finishes.
 package otelidem

@@ -134,6 +134,8 @@ type Telemetry struct {
 	waits       metric.Int64Counter
 	renewals    metric.Int64Counter
 	inflight    metric.Int64UpDownCounter
+	takeovers   metric.Int64Counter
+	flight      flight // the runs holding a key, for idem.inflight.oldest_age
 	workDur     metric.Float64Histogram
 	settleDur   metric.Float64Histogram
 	storeDur    metric.Float64Histogram
@@ -197,9 +199,15 @@ func New(opts ...Option) (*Telemetry, error) {
 	t.settleDur = histogram("idem.settle.duration", "Time to settle a key after its work ran (retries and commit included).")
 	t.storeDur = histogram("idem.store.duration", "Duration of store calls, by operation and backend.")
 	t.purgeDur = histogram("idem.purge.duration", "Duration of the cleanup job's runs.")
+	t.takeovers = counter("idem.takeovers", "{claim}",
+		"Claims that took a key over from a holder whose lease lapsed before it completed: its work may have run (idem.Attempt.Takeover).")
 	var err error
 	t.inflight, err = m.Int64UpDownCounter("idem.inflight", metric.WithUnit("{run}"),
 		metric.WithDescription("Runs holding a key: acquired and not yet settled."))
+	errs = append(errs, err)
+	_, err = m.Float64ObservableGauge("idem.inflight.oldest_age", metric.WithUnit("s"),
+		metric.WithDescription("Age of the oldest run holding a key, from its claim to now (0 when none does): a work that runs far longer than its lease is hung or stuck."),
+		metric.WithFloat64Callback(t.observeOldest))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("otelidem: new: %w", err)

@@ -29,6 +29,7 @@ type run struct {
 	claimTook time.Duration // and how long it took
 	held      bool          // acquired and not yet settled
 	acquired  time.Time     // when the key was acquired
+	flight    flightEntry   // its place among the runs in flight, while held
 	settle    time.Time     // when the first settle call began (zero: not yet)
 	outcome   string        // the claim's outcome, then the settle's
 }
@@ -108,6 +109,9 @@ func (t *Telemetry) TraceEvent(ctx context.Context, ev idem.Event) {
 			t.settled(ctx, r, ev, OutcomeFailed, now)
 		}
 	case idem.Acquired:
+		if ev.Attempt.Takeover {
+			t.takeovers.Add(ctx, 1, t.common)
+		}
 		t.claimed(ctx, r, ev, OutcomeAcquired, now)
 	case idem.Replayed:
 		t.claimed(ctx, r, ev, OutcomeReplayed, now)
@@ -200,6 +204,7 @@ func (t *Telemetry) claimed(ctx context.Context, r *run, ev idem.Event, outcome 
 		if outcome == OutcomeAcquired && !r.held {
 			t.inflight.Add(ctx, 1, t.common)
 			r.held, r.acquired, r.settle = true, now, time.Time{}
+			t.flight.add(&r.flight, now)
 		}
 		r.mu.Unlock()
 	}
@@ -232,6 +237,7 @@ func (t *Telemetry) settled(ctx context.Context, r *run, ev idem.Event, outcome 
 			held, start, settle = true, r.acquired, r.settle
 			r.held = false
 			r.outcome = outcome
+			t.flight.remove(&r.flight)
 		}
 		r.mu.Unlock()
 	}
@@ -270,6 +276,17 @@ func (t *Telemetry) settled(ctx context.Context, r *run, ev idem.Event, outcome 
 		span.SetStatus(codes.Error, ev.Err.Error())
 	}
 	span.End(trace.WithTimestamp(now))
+}
+
+// observeOldest reports idem.inflight.oldest_age: how long ago the oldest
+// run still holding its key acquired it, 0 when no run holds one.
+func (t *Telemetry) observeOldest(_ context.Context, o metric.Float64Observer) error {
+	age := 0.0
+	if at, ok := t.flight.oldest(); ok {
+		age = max(0, t.now().Sub(at).Seconds())
+	}
+	o.Observe(age, t.common)
+	return nil
 }
 
 func (t *Telemetry) keyAttr(span trace.Span, key string) {

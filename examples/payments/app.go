@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemkit/idemkit/httpidem"
@@ -31,7 +32,9 @@ type payment struct {
 }
 
 // ledger keeps payments. create runs inside the request: for the SQL
-// ledgers, inside the middleware's transaction, found in ctx.
+// ledgers, inside the middleware's transaction, found in ctx (in lease mode,
+// -mode lease, straight to the database: the payment commits at once, before
+// the key is completed).
 type ledger interface {
 	create(ctx context.Context, user string, amount int64) (payment, error)
 	list(ctx context.Context) ([]payment, error)
@@ -48,6 +51,10 @@ type app struct {
 	// beforeCreate, when set, runs before a payment is created; an error
 	// answers 500. The tests use it to hold a request in flight or fail one.
 	beforeCreate func(ctx context.Context) error
+	// logTakeover, when set, is called with the attempt of a payment that
+	// takes its key over from a holder whose lease lapsed (the tests count
+	// them); the demo logs those in any case.
+	logTakeover func(idem.Attempt)
 	// delay is the handler's latency after the payment is created and before
 	// it answers (-delay): chaos runs use it to hit the window between the
 	// effect and the stored response.
@@ -57,9 +64,10 @@ type app struct {
 	purgeObserver purge.Observer
 }
 
-// newApp builds the app. The SQL ledgers write through the middleware's
-// transaction (transactional mode, chosen here explicitly); the memory and
-// Redis ones use leases.
+// newApp builds the app. In the default mode (-mode tx) the SQL ledgers
+// write through the middleware's transaction (transactional mode, chosen
+// here explicitly) and the memory and Redis ones use leases; -mode lease
+// uses leases on every store.
 func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describe string, closeFn func()) (*app, error) {
 	a := &app{store: st, ledger: led, logger: logger, describe: describe, close: closeFn, delay: cfg.Delay,
 		purgeEvery: cfg.PurgeEvery, purgeObserver: cfg.purge}
@@ -80,6 +88,12 @@ func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describ
 	if cfg.tracer != nil {
 		eopts = append(eopts, idem.WithTracer(cfg.tracer))
 	}
+	if cfg.Lease > 0 {
+		// In lease mode a key is held this long without renewal; the
+		// engine renews it every half lease while the handler runs, so a
+		// crashed demo's key lapses within one lease.
+		eopts = append(eopts, idem.WithLease(cfg.Lease))
+	}
 	fp, err := keyer.NewFingerprinter(keyer.WithCanonicalJSON(), keyer.WithMaxBody(maxBody))
 	if err != nil {
 		if closeFn != nil {
@@ -94,7 +108,7 @@ func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describ
 		}
 		return nil, err
 	}
-	mw, err := httpidem.New(e,
+	hopts := []httpidem.Option{
 		// One client can never replay another's payment.
 		httpidem.WithScope(func(r *http.Request) ([]string, error) {
 			u, err := userOf(r)
@@ -102,11 +116,14 @@ func newApp(st store.Store, led ledger, cfg config, logger *slog.Logger, describ
 		}),
 		// {"amount":1990} and { "amount": 1990 } are the same request.
 		httpidem.WithFingerprinter(fp),
+	}
+	if cfg.Mode != modeLease {
 		// On the SQL stores the payment row, the key and the stored
 		// response commit together; memory and Redis use leases. The
 		// ledgers write through the backend's Querier either way.
-		httpidem.WithTransactionsIfSupported(),
-	)
+		hopts = append(hopts, httpidem.WithTransactionsIfSupported())
+	}
+	mw, err := httpidem.New(e, hopts...)
 	if err != nil {
 		if closeFn != nil {
 			closeFn()
@@ -175,17 +192,31 @@ func userOf(r *http.Request) (string, error) {
 func (a *app) createPayment(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Amount *int64 `json:"amount"`
+		// SlowMS holds the answer this long after the payment is made
+		// (instead of -delay): a key that stays in flight, to watch with
+		// idemctl or to crash the demo under.
+		SlowMS int64 `json:"slow_ms"`
 	}
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil || req.Amount == nil || *req.Amount <= 0 {
-		problem(w, http.StatusBadRequest, `The body must be JSON {"amount": <a positive integer, in cents>}.`)
+	if err := dec.Decode(&req); err != nil || req.Amount == nil || *req.Amount <= 0 || req.SlowMS < 0 || req.SlowMS > maxSlowMS {
+		problem(w, http.StatusBadRequest, `The body must be JSON {"amount": <a positive integer, in cents>} with, optionally, "slow_ms": <0 to 600000>.`)
 		return
 	}
 	user, err := userOf(r)
 	if err != nil {
 		problem(w, http.StatusUnauthorized, err.Error())
 		return
+	}
+	if at, ok := idem.AttemptFrom(r.Context()); ok && at.Takeover {
+		// Lease mode: a holder of this key lost its lease (crashed, hung)
+		// before completing it, and its payment may exist. A real service
+		// asks its provider by key here; the demo pays again, and says so.
+		a.logger.WarnContext(r.Context(), "taking over a key whose earlier attempt may have paid",
+			"attempt", at.Number, "fence", at.Fence)
+		if a.logTakeover != nil {
+			a.logTakeover(at)
+		}
 	}
 	if a.beforeCreate != nil {
 		if err := a.beforeCreate(r.Context()); err != nil {
@@ -199,10 +230,16 @@ func (a *app) createPayment(w http.ResponseWriter, r *http.Request) {
 		problem(w, http.StatusInternalServerError, "The payment could not be created; retry with the same key.")
 		return
 	}
-	if a.delay > 0 {
+	delay := a.delay
+	if req.SlowMS > 0 {
+		delay = time.Duration(req.SlowMS) * time.Millisecond
+	}
+	if delay > 0 {
 		// The payment exists; the answer is late. A crash or a store outage
-		// now must still never pay twice.
-		t := time.NewTimer(a.delay)
+		// now must still never pay twice (in transactional mode: in lease
+		// mode a crash here leaves a payment whose key lapses, and the
+		// retry, a takeover, pays again).
+		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
 		case <-r.Context().Done():
@@ -251,11 +288,16 @@ func quoteIdent(name string) string {
 
 var errNoTx = errors.New("payments: not inside the idempotency transaction")
 
+// maxSlowMS bounds a request's slow_ms: ten minutes.
+const maxSlowMS = 600_000
+
 // sqliteLedger keeps payments in a table of the store's SQLite database and
-// writes them in the middleware's transaction (sqlite.TxFrom).
+// writes them in the middleware's transaction (sqlite.TxFrom), or straight
+// to the database when direct (lease mode).
 type sqliteLedger struct {
-	db    *sql.DB
-	table string
+	db     *sql.DB
+	table  string
+	direct bool
 }
 
 func newSQLiteLedger(ctx context.Context, db *sql.DB, table string) (*sqliteLedger, error) {
@@ -270,12 +312,16 @@ func newSQLiteLedger(ctx context.Context, db *sql.DB, table string) (*sqliteLedg
 }
 
 func (l *sqliteLedger) create(ctx context.Context, user string, amount int64) (payment, error) {
-	tx, ok := sqlite.TxFrom(ctx)
-	if !ok {
+	var q interface {
+		QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	} = l.db
+	if tx, ok := sqlite.TxFrom(ctx); ok {
+		q = tx
+	} else if !l.direct {
 		return payment{}, errNoTx
 	}
 	var p payment
-	err := tx.QueryRowContext(ctx, `INSERT INTO `+l.table+` (user_id, amount) VALUES (?, ?) RETURNING id, amount`, user, amount).Scan(&p.ID, &p.Amount)
+	err := q.QueryRowContext(ctx, `INSERT INTO `+l.table+` (user_id, amount) VALUES (?, ?) RETURNING id, amount`, user, amount).Scan(&p.ID, &p.Amount)
 	return p, err
 }
 
@@ -297,10 +343,12 @@ func (l *sqliteLedger) list(ctx context.Context) ([]payment, error) {
 }
 
 // postgresLedger keeps payments in a table of the store's PostgreSQL
-// database and writes them in the middleware's transaction (postgres.TxFrom).
+// database and writes them in the middleware's transaction (postgres.TxFrom),
+// or straight to the database when direct (lease mode).
 type postgresLedger struct {
-	pool  *pgxpool.Pool
-	table string
+	pool   *pgxpool.Pool
+	table  string
+	direct bool
 }
 
 func newPostgresLedger(ctx context.Context, pool *pgxpool.Pool, table string) (*postgresLedger, error) {
@@ -315,12 +363,16 @@ func newPostgresLedger(ctx context.Context, pool *pgxpool.Pool, table string) (*
 }
 
 func (l *postgresLedger) create(ctx context.Context, user string, amount int64) (payment, error) {
-	tx, ok := postgres.TxFrom(ctx)
-	if !ok {
+	var q interface {
+		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	} = l.pool
+	if tx, ok := postgres.TxFrom(ctx); ok {
+		q = tx
+	} else if !l.direct {
 		return payment{}, errNoTx
 	}
 	var p payment
-	err := tx.QueryRow(ctx, `INSERT INTO `+l.table+` (user_id, amount) VALUES ($1, $2) RETURNING id, amount`, user, amount).Scan(&p.ID, &p.Amount)
+	err := q.QueryRow(ctx, `INSERT INTO `+l.table+` (user_id, amount) VALUES ($1, $2) RETURNING id, amount`, user, amount).Scan(&p.ID, &p.Amount)
 	return p, err
 }
 

@@ -15,10 +15,12 @@ import (
 )
 
 // mysqlLedger keeps payments in a table of the store's MySQL or MariaDB
-// database and writes them in the middleware's transaction (mysql.TxFrom).
+// database and writes them in the middleware's transaction (mysql.TxFrom),
+// or straight to the database when direct (lease mode).
 type mysqlLedger struct {
-	db    *sql.DB
-	table string
+	db     *sql.DB
+	table  string
+	direct bool
 }
 
 func newMySQLLedger(ctx context.Context, db *sql.DB, table string) (*mysqlLedger, error) {
@@ -33,11 +35,15 @@ func newMySQLLedger(ctx context.Context, db *sql.DB, table string) (*mysqlLedger
 }
 
 func (l *mysqlLedger) create(ctx context.Context, user string, amount int64) (payment, error) {
-	tx, ok := mysql.TxFrom(ctx)
-	if !ok {
+	var q interface {
+		ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	} = l.db
+	if tx, ok := mysql.TxFrom(ctx); ok {
+		q = tx
+	} else if !l.direct {
 		return payment{}, errNoTx
 	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO `+l.table+` (user_id, amount) VALUES (?, ?)`, user, amount)
+	res, err := q.ExecContext(ctx, `INSERT INTO `+l.table+` (user_id, amount) VALUES (?, ?)`, user, amount)
 	if err != nil {
 		return payment{}, err
 	}

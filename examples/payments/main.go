@@ -18,10 +18,20 @@
 // -purge-every (default 5m, 0 disables it; Redis expires keys itself). Log
 // lines name keys hashed, never raw.
 //
-// With SQLite and PostgreSQL the payment row, the key and the stored response
-// commit in one transaction; with memory and Redis the middleware uses leases
-// and duplicates that arrive while the first request runs wait for it and
-// replay its answer.
+// With SQLite, PostgreSQL and MySQL the payment row, the key and the stored
+// response commit in one transaction (-mode tx, the default); with memory and
+// Redis, or with -mode lease on any store, the middleware uses leases of
+// -lease (default 30s, renewed while the handler runs), and duplicates that
+// arrive while the first request runs wait for it and replay its answer. In
+// lease mode the payment commits before the key is completed: a demo killed
+// in between leaves the key in flight until its lease lapses, and the retry
+// then takes it over and pays again (see the README's "Lease mode").
+//
+// A request body may ask for a slow answer: {"amount":1990,"slow_ms":30000}
+// holds the answer 30 s after the payment is made (instead of -delay).
+//
+// It logs the address it listens on ("serving payments addr=..."): with
+// -addr 127.0.0.1:0 the system picks a free port.
 package main
 
 import (
@@ -30,12 +40,14 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/keyer"
 )
 
@@ -70,6 +82,9 @@ func parseArgs(args []string) (config, string, error) {
 	fs.DurationVar(&cfg.Delay, "delay", cfg.Delay, "handler latency after a payment is created and before it answers (chaos runs)")
 	fs.DurationVar(&cfg.Retention, "retention", cfg.Retention, "how long a key and its response are kept and replayed")
 	fs.DurationVar(&cfg.PurgeEvery, "purge-every", cfg.PurgeEvery, "how often the cleanup job deletes expired keys (0 disables it; Redis expires keys itself)")
+	fs.StringVar(&cfg.Mode, "mode", cfg.Mode, "tx: one transaction for the payment and the key where the store has them (SQL), leases elsewhere; lease: leases on every store")
+	fs.DurationVar(&cfg.Lease, "lease", cfg.Lease, "how long a claim holds a key without renewal (lease mode; 0: the engine's default, 30s)")
+	fs.StringVar(&cfg.PaymentsTable, "payments-table", cfg.PaymentsTable, "the SQL stores' table of payments")
 	wrapFlags(fs, &cfg.Wrap)
 	if err := fs.Parse(args); err != nil {
 		return config{}, "", err
@@ -82,6 +97,15 @@ func parseArgs(args []string) (config, string, error) {
 	}
 	if cfg.PurgeEvery < 0 {
 		return config{}, "", fmt.Errorf("-purge-every %v is negative (0 disables the cleanup job)", cfg.PurgeEvery)
+	}
+	if cfg.Mode != modeTx && cfg.Mode != modeLease {
+		return config{}, "", fmt.Errorf("-mode %q: want tx or lease", cfg.Mode)
+	}
+	if cfg.Lease < 0 || (cfg.Lease > 0 && cfg.Lease < 10*time.Millisecond) {
+		return config{}, "", fmt.Errorf("-lease %v: want at least 10ms (0 for the engine's default)", cfg.Lease)
+	}
+	if cfg.PaymentsTable == "" {
+		return config{}, "", errors.New("-payments-table is empty")
 	}
 	return cfg, *addr, nil
 }
@@ -98,10 +122,19 @@ func serve(cfg config, addr string) error {
 	stopPurge := a.startPurge(ctx)
 	defer stopPurge() // before a.close: the job stops before the store closes
 
-	srv := &http.Server{Addr: addr, Handler: a.routes(), ReadHeaderTimeout: 5 * time.Second}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: a.routes(), ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	logger.Info("serving payments", "addr", addr, "store", a.describe, "retention", cfg.Retention, "purge_every", cfg.PurgeEvery)
+	go func() { errc <- srv.Serve(ln) }()
+	lease := cfg.Lease
+	if lease == 0 {
+		lease = idem.DefaultLease
+	}
+	logger.Info("serving payments", "addr", ln.Addr().String(), "store", a.describe, "mode", cfg.Mode, "lease", lease,
+		"retention", cfg.Retention, "purge_every", cfg.PurgeEvery)
 	select {
 	case err := <-errc:
 		return err

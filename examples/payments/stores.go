@@ -41,6 +41,8 @@ type config struct {
 	Delay       time.Duration // handler latency after the payment, before the answer (-delay)
 	Retention   time.Duration // how long a key and its response are kept (-retention)
 	PurgeEvery  time.Duration // how often expired keys are purged (-purge-every; 0: never)
+	Mode        string        // -mode: modeTx (transactions where the store has them) or modeLease
+	Lease       time.Duration // -lease: the engine's lease (0: idem.DefaultLease)
 
 	// Names, so tests sharing a database never collide.
 	PaymentsTable string // SQL stores: the payments table
@@ -65,8 +67,21 @@ func defaultConfig() config {
 		Retention:     idem.DefaultRetention,
 		PurgeEvery:    purge.DefaultInterval,
 		PaymentsTable: "payments",
+		Mode:          modeTx,
 	}
 }
+
+// The modes of -mode.
+const (
+	// modeTx: on SQLite, PostgreSQL and MySQL the payment, the key and the
+	// stored response commit in one transaction; memory and Redis, which
+	// have none, use leases. The default.
+	modeTx = "tx"
+	// modeLease: leases on every store. The payment commits on its own
+	// before the key is completed: a crash in between leaves a lapsed key
+	// whose retry takes it over and pays again.
+	modeLease = "lease"
+)
 
 // storeURL returns cfg.StoreURL, or the URL the shorthand -store flag and
 // its companions describe.
@@ -127,7 +142,7 @@ func open(ctx context.Context, cfg config, logger *slog.Logger) (*app, error) {
 		closeStore()
 		return nil, err
 	}
-	led, err := ledgerFor(ctx, st, cfg.PaymentsTable)
+	led, err := ledgerFor(ctx, st, cfg.PaymentsTable, cfg.Mode == modeLease)
 	if err != nil {
 		closeStore()
 		return nil, err
@@ -149,8 +164,25 @@ func open(ctx context.Context, cfg config, logger *slog.Logger) (*app, error) {
 // store's own database when it has one, so the payment, the key and the
 // stored response commit in one transaction; in the process otherwise. This
 // is the demo's bookkeeping, not idemkit's: the store itself was opened,
-// migrated and will be closed without knowing its backend.
-func ledgerFor(ctx context.Context, st store.Store, table string) (ledger, error) {
+// migrated and will be closed without knowing its backend. With direct (lease
+// mode) the SQL ledgers write outside any transaction.
+func ledgerFor(ctx context.Context, st store.Store, table string, direct bool) (ledger, error) {
+	l, err := sqlLedgerFor(ctx, st, table)
+	if err != nil {
+		return nil, err
+	}
+	switch l := l.(type) {
+	case *sqliteLedger:
+		l.direct = direct
+	case *postgresLedger:
+		l.direct = direct
+	case *mysqlLedger:
+		l.direct = direct
+	}
+	return l, err
+}
+
+func sqlLedgerFor(ctx context.Context, st store.Store, table string) (ledger, error) {
 	if l, ok, err := mysqlLedgerFor(ctx, st, table); ok {
 		return l, err
 	}

@@ -191,3 +191,30 @@ func TestUnknownStore(t *testing.T) {
 		t.Fatalf("serve with -store floppy: %v", err)
 	}
 }
+
+// TestOldestInFlightOnMetrics: the age of the oldest run in flight is on
+// /metrics under the name the README's alert uses, above 0 while a slow
+// payment runs and 0 once it answered.
+func TestOldestInFlightOnMetrics(t *testing.T) {
+	base := start(t, config{Store: "memory", Delay: 600 * time.Millisecond, Retention: time.Hour, PurgeEvery: time.Hour})
+	done := make(chan int, 1)
+	go func() { done <- post(t, base, "slow-1", `{"amount":1990}`) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for metric(t, base, "idem_inflight_oldest_age_seconds") < 0.1 {
+		if time.Now().After(deadline) {
+			t.Fatal("idem_inflight_oldest_age_seconds never rose above 0.1 while a payment ran for 0.6s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if c := <-done; c != 201 {
+		t.Fatalf("post: %d", c)
+	}
+	// The client has its answer a moment before the key is recorded and
+	// the run ends: the age drops to 0 then.
+	for got := metric(t, base, "idem_inflight_oldest_age_seconds"); got != 0; got = metric(t, base, "idem_inflight_oldest_age_seconds") {
+		if time.Now().After(deadline) {
+			t.Fatalf("idem_inflight_oldest_age_seconds after the payment = %v, want 0", got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
