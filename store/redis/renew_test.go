@@ -27,6 +27,7 @@ type lapseEnv struct {
 	prefix string
 	lease  time.Duration         // a short lease, which lapse outlives
 	lapse  func(d time.Duration) // let d pass on the server's clock
+	now    func() time.Time      // the Store's clock
 }
 
 // eachServer runs f on miniredis, the real Redis and the Cluster, with
@@ -37,7 +38,7 @@ func eachServer(t *testing.T, f func(t *testing.T, e lapseEnv), opts ...redis.Op
 		clock := testredis.NewMiniClock(mr, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 		p := testPrefix(t, c)
 		s := redis.MustNew(t, c, append([]redis.Option{redis.WithPrefix(p), redis.WithClock(clock.Now), redis.WithEvictionCheck(false)}, opts...)...)
-		f(t, lapseEnv{s: s, c: c, prefix: p, lease: time.Second, lapse: clock.Advance})
+		f(t, lapseEnv{s: s, c: c, prefix: p, lease: time.Second, lapse: clock.Advance, now: clock.Now})
 	})
 	for _, srv := range []struct {
 		name   string
@@ -50,7 +51,7 @@ func eachServer(t *testing.T, f func(t *testing.T, e lapseEnv), opts ...redis.Op
 			c := srv.client(t)
 			p := testPrefix(t, c)
 			s := redis.MustNew(t, c, append([]redis.Option{redis.WithPrefix(p), redis.WithPersistenceCheck(false)}, opts...)...)
-			f(t, lapseEnv{s: s, c: c, prefix: p, lease: 150 * time.Millisecond, lapse: func(d time.Duration) { time.Sleep(d) }})
+			f(t, lapseEnv{s: s, c: c, prefix: p, lease: 150 * time.Millisecond, lapse: func(d time.Duration) { time.Sleep(d) }, now: time.Now})
 		})
 	}
 }
@@ -248,6 +249,20 @@ func TestLapsedKept(t *testing.T) {
 		require.NoError(t, s.Release(ctx, "k", tok))
 		after, _ := e.raw(t, "k")
 		assert.Equal(t, v, after, "Release of a lapsed lease changed it")
+
+		// Nor does any completion path complete it for its old holder.
+		for name, st := range map[string]*redis.Store{
+			"script":  s,
+			"watched": redis.WatchEveryComplete(redis.MustNew(t, e.c, redis.WithPrefix(e.prefix), redis.WithClock(e.now), redis.WithEvictionCheck(false), redis.WithPersistenceCheck(false))),
+			"staged":  redis.StageEveryComplete(redis.MustNew(t, e.c, redis.WithPrefix(e.prefix), redis.WithClock(e.now), redis.WithEvictionCheck(false), redis.WithPersistenceCheck(false))),
+		} {
+			if name == "staged" {
+				redis.RememberFingerprint(st, "k", tok, "fp")
+			}
+			require.ErrorIs(t, st.Complete(ctx, "k", tok, []byte("late"), time.Hour), store.ErrLeaseLost, name)
+			after, _ = e.raw(t, "k")
+			assert.Equal(t, v, after, "%s: Complete of a lapsed lease changed it", name)
+		}
 
 		ent, err := s.Lookup(ctx, "k")
 		require.NoError(t, err)

@@ -29,7 +29,13 @@ import (
 // value with the server's TIME instead. On Redis that is the instant of the
 // deadline itself, so the two agree but for the skew between the clock that
 // wrote the value and the server's, within that one millisecond.
+//
+// It starts with redis.replicate_commands(), so that a server before Redis
+// 5.0, which replicates a script verbatim by default, accepts the writes
+// after TIME (from 5.0 on that is the default, and from 7.0 the call does
+// nothing).
 const luaPrelude = `
+if redis.replicate_commands then redis.replicate_commands() end
 local function hdr(v)
 	if v == 2 then return 25 elseif v == 1 then return 13 end
 	return nil

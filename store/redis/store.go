@@ -20,8 +20,9 @@ import (
 // DefaultPrefix is the key prefix used unless WithPrefix says otherwise.
 const DefaultPrefix = "idem:"
 
-// maxAttempts bounds how often Claim decides again after the key changed
-// between two of its commands (released, expired, renewed concurrently).
+// maxAttempts bounds how often completeWatched decides again after the key
+// changed between its WATCH and its EXEC (released, expired, renewed
+// concurrently).
 const maxAttempts = 16
 
 var (
@@ -85,9 +86,10 @@ func WithPrefix(p string) Option {
 }
 
 // WithClock sets the clock from which the times reported in records
-// (LockedUntil, ExpiresAt) are computed; default time.Now. Expiry itself is
-// decided by Redis (PX) on the server's clock. A nil clock is an error at
-// New.
+// (LockedUntil, ExpiresAt) and the Fence of a claim of a new key are
+// computed; default time.Now. Expiry itself, and whether a lease is live,
+// is decided by Redis (PX, PTTL, TIME) on the server's clock. A nil clock
+// is an error at New.
 func WithClock(now func() time.Time) Option {
 	return func(o *options) error {
 		if now == nil {

@@ -75,7 +75,7 @@ func TestReplicasArguments(t *testing.T) {
 
 // TestReplicasStandalone runs a private master with one replica. While the
 // replica runs, waiting writes succeed; once it is paused (SIGSTOP), a Claim
-// that writes, a renewal and a Complete fail with ErrNotReplicated, and the
+// that writes, a renewal (Claim and Renew) and a Complete fail with ErrNotReplicated, and the
 // failed new claim is released. A store that does not wait reports those
 // same calls as successes: the replica's acknowledgement, not luck, decides.
 // The WAIT must run on the connection that wrote: on any other connection it
@@ -120,6 +120,10 @@ func TestReplicasStandalone(t *testing.T) {
 
 	_, err = s.Claim(ctx, "held", "fp", held, time.Minute)
 	wantNotReplicated(t, err, "claim")
+	err = s.Renew(ctx, "held", held, time.Minute)
+	wantNotReplicated(t, err, "renew")
+	// A Renew that writes nothing does not depend on the replicas.
+	require.ErrorIs(t, s.Renew(ctx, "held", store.NewToken(), time.Minute), store.ErrLeaseLost)
 
 	err = s.Complete(ctx, "held", held, []byte("paid"), time.Hour)
 	wantNotReplicated(t, err, "complete")
@@ -147,6 +151,7 @@ func TestReplicasStandalone(t *testing.T) {
 	cl, err = plain.Claim(ctx, "plain", "fp", tok, time.Minute)
 	require.NoError(t, err)
 	assert.Equal(t, store.Acquired, cl.Outcome)
+	require.NoError(t, plain.Renew(ctx, "plain", tok, time.Minute))
 	require.NoError(t, plain.Complete(ctx, "plain", tok, []byte("r"), time.Hour))
 
 	replica.Resume()
