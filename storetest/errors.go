@@ -42,6 +42,10 @@ var errorCases = []testCase{
 			{"Complete empty token", "", func() error { return e.s.Complete(e.ctx, "held", "", nil, long) }},
 			{"Complete zero retention", "", func() error { return e.s.Complete(e.ctx, "held", held, []byte("r"), 0) }},
 			{"Complete negative retention", "", func() error { return e.s.Complete(e.ctx, "held", held, []byte("r"), -time.Minute) }},
+			{"Renew empty key", "", func() error { return e.s.Renew(e.ctx, "", held, long) }},
+			{"Renew empty token", "", func() error { return e.s.Renew(e.ctx, "held", "", long) }},
+			{"Renew zero lease", "", func() error { return e.s.Renew(e.ctx, "held", held, 0) }},
+			{"Renew negative lease", "", func() error { return e.s.Renew(e.ctx, "held", held, -time.Second) }},
 			{"Release empty key", "", func() error { return e.s.Release(e.ctx, "", held) }},
 			{"Release empty token", "", func() error { return e.s.Release(e.ctx, "held", "") }},
 			{"Get empty key", "", func() error { _, err := e.s.Get(e.ctx, ""); return err }},
@@ -60,13 +64,15 @@ var errorCases = []testCase{
 		// for the other.
 		for _, k := range []string{tooLongKey, "held\x00", "held\xff"} {
 			bad = append(bad, badCall{"Complete key " + qs(k), "", func() error { return e.s.Complete(e.ctx, k, held, []byte("r"), long) }},
-				badCall{"Release key " + qs(k), "", func() error { return e.s.Release(e.ctx, k, held) }})
+				badCall{"Release key " + qs(k), "", func() error { return e.s.Release(e.ctx, k, held) }},
+				badCall{"Renew key " + qs(k), "", func() error { return e.s.Renew(e.ctx, k, held, long) }})
 		}
 		for i, tok := range []store.Token{held + "\x00", held + "\xff", store.Token(strings.Repeat("t", store.MaxTokenLen+1))} {
 			key := "tok-bad-" + itoa(i)
 			bad = append(bad, badCall{"Claim token " + qs(string(tok)), key, func() error { _, err := e.s.Claim(e.ctx, key, "fp", tok, long); return err }},
 				badCall{"Complete token " + qs(string(tok)), "", func() error { return e.s.Complete(e.ctx, "held", tok, []byte("r"), long) }},
-				badCall{"Release token " + qs(string(tok)), "", func() error { return e.s.Release(e.ctx, "held", tok) }})
+				badCall{"Release token " + qs(string(tok)), "", func() error { return e.s.Release(e.ctx, "held", tok) }},
+				badCall{"Renew token " + qs(string(tok)), "", func() error { return e.s.Renew(e.ctx, "held", tok, long) }})
 		}
 		for _, b := range bad {
 			err := b.call()
@@ -80,7 +86,8 @@ var errorCases = []testCase{
 				e.wantAbsent(b.key, "after "+b.name+" was rejected")
 			}
 		}
-		e.wantInProgress("held", "fp", held)
+		r := e.wantInProgress("held", "fp", held)
+		e.wantNear("the holder's LockedUntil after the rejected calls (a Renew with a bad argument must not renew)", r.LockedUntil, e.now().Add(long))
 	}},
 	{"CancelledContext", func(e *env) {
 		ctx, cancel := context.WithCancel(e.ctx)
@@ -94,7 +101,7 @@ var errorCases = []testCase{
 	}},
 }
 
-// endedContext calls each of the four methods with ctx, which has already
+// endedContext calls each of the five methods with ctx, which has already
 // ended with want, and checks that every call fails with an error matching
 // want (and no store sentinel) and changes nothing.
 func endedContext(e *env, ctx context.Context, want error, what string) {
@@ -108,6 +115,7 @@ func endedContext(e *env, ctx context.Context, want error, what string) {
 		{"Claim renewal", func() error { _, err := e.s.Claim(ctx, "held", "fp", held, 2*long); return err }},
 		{"Complete", func() error { return e.s.Complete(ctx, "held", held, []byte("r"), long) }},
 		{"Release", func() error { return e.s.Release(ctx, "held", held) }},
+		{"Renew", func() error { return e.s.Renew(ctx, "held", held, 2*long) }},
 		{"Get", func() error { _, err := e.s.Get(ctx, "held"); return err }},
 	}
 	for _, c := range calls {

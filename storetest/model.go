@@ -12,8 +12,8 @@ import (
 	"github.com/idemkit/idemkit/store"
 )
 
-// The model-based case runs random sequences of Claim, Complete, Release, Get
-// and (with a Clock) time steps by several tokens on a few keys, against the
+// The model-based case runs random sequences of Claim, Complete, Release,
+// Renew, Get and (with a Clock) time steps by several tokens on a few keys, against the
 // store and against a reference model of the contract table, and fails on the
 // first divergence with the shortest sequence it can find that still diverges.
 // Every operation is applied twice in a row now and then — a retry after a
@@ -39,6 +39,7 @@ const (
 	opComplete
 	opRelease
 	opGet
+	opRenew
 	opAdvance
 )
 
@@ -63,6 +64,8 @@ func (o op) String() string {
 		s = fmt.Sprintf("Release(%s, %s)", o.key, o.tok)
 	case opGet:
 		s = fmt.Sprintf("Get(%s)", o.key)
+	case opRenew:
+		s = fmt.Sprintf("Renew(%s, %s, %v)", o.key, o.tok, o.dur)
 	case opAdvance:
 		s = fmt.Sprintf("time +%v", o.dur)
 	}
@@ -84,14 +87,16 @@ func genOps(r *rand.Rand, withTime bool) []op {
 			dur:     modelUnit * time.Duration(1+2*r.IntN(2)),
 			retried: r.IntN(4) == 0,
 		}
-		switch n := r.IntN(20); {
+		switch n := r.IntN(22); {
 		case n < 7:
 			o.kind = opClaim
 		case n < 12:
 			o.kind = opComplete
 		case n < 15:
 			o.kind = opRelease
-		case n < 17 || !withTime:
+		case n < 17:
+			o.kind = opRenew
+		case n < 19 || !withTime:
 			o.kind = opGet
 		default:
 			o.kind, o.dur, o.retried = opAdvance, modelStep*time.Duration(1+r.IntN(2)), false
@@ -105,12 +110,16 @@ func genOps(r *rand.Rand, withTime bool) []op {
 }
 
 // modelRecord is the model's view of one key. A lapsed lease is kept (as
-// absent) because Complete by its holder may then go either way.
+// absent) because Complete by its holder may then go either way, and
+// because the claim that takes it over counts one attempt more (a sequence
+// is far shorter than store.LapsedKept); so is a completed record whose
+// retention is over, after which a claim counts from 1.
 type modelRecord struct {
 	fp, resp  string
 	tok       store.Token
 	completed bool
 	expires   time.Duration // since the start of the sequence
+	attempt   uint32
 }
 
 type model struct {
@@ -151,12 +160,22 @@ func (m *model) apply(o op) (res result, either bool) {
 	case opAdvance:
 		m.now += o.dur
 	case opClaim:
+		prev, found := m.recs[o.key]
 		r, live := m.live(o.key)
 		switch {
 		case !live, !r.completed && r.tok == o.tok && r.fp == o.fp:
-			r = modelRecord{fp: o.fp, tok: o.tok, expires: m.now + o.dur}
+			attempt := uint32(1)
+			switch {
+			case live:
+				attempt = prev.attempt // re-entrant
+			case found && !prev.completed:
+				attempt = prev.attempt + 1 // a takeover of a lapsed lease
+			}
+			r = modelRecord{fp: o.fp, tok: o.tok, expires: m.now + o.dur, attempt: attempt}
 			m.recs[o.key] = r
 			res.outcome = store.Acquired
+			res.rec = describeRec(r) + " attempt=" + strconv.Itoa(int(attempt))
+			return res, false
 		case r.fp != o.fp:
 			res.outcome = store.Mismatch
 		case r.completed:
@@ -187,8 +206,16 @@ func (m *model) apply(o op) (res result, either bool) {
 		if !live {
 			res.err = "ErrNotFound"
 		} else {
-			res.rec = describeRec(r)
+			res.rec = describeRec(r) + " attempt=" + strconv.Itoa(int(r.attempt))
 		}
+	case opRenew:
+		r, live := m.live(o.key)
+		if !live || r.completed || r.tok != o.tok {
+			res.err = "ErrLeaseLost" // never creates or revives a record
+			break
+		}
+		r.expires = m.now + o.dur
+		m.recs[o.key] = r
 	}
 	return res, false
 }
@@ -196,7 +223,7 @@ func (m *model) apply(o op) (res result, either bool) {
 // complete marks o.key completed by o.tok with o.resp, keeping its fingerprint.
 func (m *model) complete(o op) {
 	r := m.recs[o.key]
-	m.recs[o.key] = modelRecord{fp: r.fp, tok: o.tok, resp: o.resp, completed: true, expires: m.now + o.dur}
+	m.recs[o.key] = modelRecord{fp: r.fp, tok: o.tok, resp: o.resp, completed: true, expires: m.now + o.dur, attempt: r.attempt}
 }
 
 func describeRec(r modelRecord) string {
@@ -219,6 +246,9 @@ func (e *env) applyStore(s store.Store, o op) result {
 		c, err = s.Claim(e.ctx, o.key, o.fp, o.tok, o.dur)
 		res.outcome = c.Outcome
 		res.rec = describeModel(c.Record.Status, c.Record.Token, c.Record.Fingerprint, string(c.Record.Response))
+		if c.Outcome == store.Acquired {
+			res.rec += " attempt=" + strconv.Itoa(int(c.Record.Attempt))
+		}
 	case opComplete:
 		err = s.Complete(e.ctx, o.key, o.tok, []byte(o.resp), o.dur)
 	case opRelease:
@@ -227,8 +257,10 @@ func (e *env) applyStore(s store.Store, o op) result {
 		var r store.Record
 		r, err = s.Get(e.ctx, o.key)
 		if err == nil {
-			res.rec = describeModel(r.Status, r.Token, r.Fingerprint, string(r.Response))
+			res.rec = describeModel(r.Status, r.Token, r.Fingerprint, string(r.Response)) + " attempt=" + strconv.Itoa(int(r.Attempt))
 		}
+	case opRenew:
+		err = s.Renew(e.ctx, o.key, o.tok, o.dur)
 	}
 	switch {
 	case err == nil:
@@ -260,7 +292,7 @@ func (e *env) runSequence(s store.Store, ops []op) string {
 			case "":
 				m.complete(o)
 			case "ErrLeaseLost":
-				delete(m.recs, o.key)
+				// The lapsed lease stays, as absent: a takeover counts it.
 			}
 			want = got
 		}

@@ -26,9 +26,12 @@ var purgerCases = []testCase{
 		if err != nil {
 			e.Fatalf("Purge: %v", err)
 		}
-		if n != 2 {
-			e.Errorf("Purge deleted %d records, want 2 (one past retention, one lapsed lease)", n)
+		if n != 1 {
+			e.Errorf("Purge deleted %d records, want 1: the one past its retention (a lapsed lease is kept store.LapsedKept)", n)
 		}
+		// The lapsed lease is kept, as absent: the takeover counts it.
+		c := e.claimWant("lease-short", "fp", store.NewToken(), long, store.Acquired)
+		e.wantAttempt("the takeover of the lapsed lease Purge kept", c.Record, 2)
 		e.wantCompleted("completed-long", "fp", keep, []byte("kept"))
 		e.wantInProgress("lease-long", "fp", keep)
 		if n, err := p.Purge(e.ctx); err != nil || n != 0 {
@@ -51,6 +54,15 @@ var purgerCases = []testCase{
 			e.Errorf("Purge deleted %d records, want 0: the only record is a lease renewed %v ago for %v (the renewal must move the deadline Purge goes by)", n, lease*6/10, lease)
 		}
 		e.wantInProgress("k", "fp", tok)
+		if e.clock == nil {
+			return
+		}
+		// A lapsed lease is kept store.LapsedKept after it ends: counted
+		// from the renewed lease, not the first.
+		e.clock.Advance(store.LapsedKept)
+		if n, err := p.Purge(e.ctx); err != nil || n != 0 {
+			e.Errorf("Purge a LapsedKept after the first lease ended, before the renewed one's LapsedKept = %d, %v; want 0, nil", n, err)
+		}
 	}},
 	{"CancelledContext", func(e *env) {
 		p := e.purger()

@@ -28,6 +28,8 @@ func groups() []group {
 		{"Claim", concat(claimCases, raceClaimCases)},
 		{"Complete", completeCases},
 		{"Release", releaseCases},
+		{"Renew", renewCases},
+		{"Attempts", attemptCases},
 		{"Get", concat(getCases, raceGetCases)},
 		{"Fencing", concat(fencingCases, raceFencingCases)},
 		{"Expiry", expiryCases},

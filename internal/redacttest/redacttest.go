@@ -18,7 +18,7 @@ import (
 type QuotingStore struct {
 	store.Store
 	// Fail reports whether the n-th call of op ("claim", "complete",
-	// "release") on key fails; nil fails none.
+	// "release", "renew") on key fails; nil fails none.
 	Fail func(op, key string, n int) bool
 	// Err is what a failed call's error wraps.
 	Err error
@@ -63,6 +63,14 @@ func (q *QuotingStore) Release(ctx context.Context, key string, tok store.Token)
 		return err
 	}
 	return q.Store.Release(ctx, key, tok)
+}
+
+// Renew fails, as Claim does, when the key contains Needle.
+func (q *QuotingStore) Renew(ctx context.Context, key string, tok store.Token, lease time.Duration) error {
+	if err := q.failed("renew", key); err != nil {
+		return err
+	}
+	return q.Store.Renew(ctx, key, tok, lease)
 }
 
 // Buffer is a bytes.Buffer safe for concurrent writes, for a log handler.

@@ -200,6 +200,12 @@ func (c *cached) Release(ctx context.Context, key string, token store.Token) err
 	return c.inner.Release(ctx, key, token)
 }
 
+// Renew implements store.Store: the wrapped store's Renew. The cache holds
+// no in-progress record, so it has nothing to renew or drop.
+func (c *cached) Renew(ctx context.Context, key string, token store.Token, lease time.Duration) error {
+	return c.inner.Renew(ctx, key, token, lease)
+}
+
 // Get implements store.Store. A cached completed record is answered from
 // memory; otherwise the wrapped store answers and a completed record it
 // returns is cached.

@@ -156,19 +156,24 @@ func (d *derived) sealResponse(key string, resp []byte) []byte {
 	return out
 }
 
-// responseKeyID returns the id of the key that sealed b.
-func responseKeyID(b []byte) (string, error) {
+// responseKeyID returns the id of the key that sealed b, as a part of b:
+// compared with string(id) it costs no allocation.
+func responseKeyID(b []byte) ([]byte, error) {
 	if len(b) < 2 || b[0] != respFormat || len(b) < 2+int(b[1])+nonceLen {
-		return "", fmt.Errorf("%w: the stored response is not a sealed response", ErrCorrupt)
+		return nil, fmt.Errorf("%w: the stored response is not a sealed response", ErrCorrupt)
 	}
-	return string(b[2 : 2+int(b[1])]), nil
+	return b[2 : 2+int(b[1])], nil
 }
 
+// openResponse opens b, a sealed response the caller owns (a store returns
+// its records' responses as copies), in place: the result shares b's
+// memory, and b is garbage afterwards, opened or not.
 func (d *derived) openResponse(key string, b []byte) ([]byte, error) {
 	body := b[2+len(d.id):]
 	sc := scratches.Get().(*scratch)
 	sc.a = append(sc.a[:0], key...)
-	out, err := d.resp.Open(nil, body[:nonceLen], body[nonceLen:], sc.a)
+	ct := body[nonceLen:]
+	out, err := d.resp.Open(ct[:0], body[:nonceLen], ct, sc.a)
 	scratches.Put(sc)
 	if err != nil {
 		return nil, fmt.Errorf("response under key %q: %w", d.id, ErrCorrupt)

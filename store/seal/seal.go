@@ -162,8 +162,8 @@ func (s *sealed) open(ctx context.Context, scope, key string, r store.Record, fp
 		return r, err
 	}
 	d := cur
-	if d == nil || d.id != id {
-		d, err = s.kr.byID(ctx, scope, id)
+	if d == nil || d.id != string(id) {
+		d, err = s.kr.byID(ctx, scope, string(id))
 	}
 	switch {
 	case isNotFound(err):
@@ -195,6 +195,12 @@ func (s *sealed) Complete(ctx context.Context, key string, token store.Token, re
 // Release implements store.Store; nothing in it is sealed.
 func (s *sealed) Release(ctx context.Context, key string, token store.Token) error {
 	return s.inner.Release(ctx, key, token)
+}
+
+// Renew implements store.Store: the wrapped store's Renew. A lease carries
+// nothing sealed.
+func (s *sealed) Renew(ctx context.Context, key string, token store.Token, lease time.Duration) error {
+	return s.inner.Renew(ctx, key, token, lease)
 }
 
 // Get implements store.Store: the record with its fingerprint and response

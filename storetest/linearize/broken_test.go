@@ -37,6 +37,10 @@ var variants = []struct {
 	// back: racing the holder's Complete or Release, it resurrects a lease
 	// over a completed or released key.
 	{"renewal-read-then-write", true},
+	// A Renew that checks the lease, then writes it back: racing the
+	// holder's Release, it brings the released key back (the conformance
+	// suite's Renew/ConcurrentWithRelease catches it too).
+	{"renew-checks-then-writes", false},
 	// Claims of an absent key decided by a read and a separate write (the
 	// conformance suite's Claim/ConcurrentSameKey catches it too).
 	{"claim-read-then-write", false},
@@ -152,7 +156,9 @@ func (s *lockStore) Claim(ctx context.Context, key, fp string, tok store.Token, 
 			s.window("claim-read-then-write")
 		}
 		until := s.now().Add(lease)
-		r = store.Record{Key: key, Fingerprint: fp, Status: store.StatusInProgress, Token: tok, LockedUntil: until, ExpiresAt: until}
+		prev, found := s.m[key]
+		attempt, fence := store.Successor(prev, found, tok, s.now())
+		r = store.Record{Key: key, Fingerprint: fp, Status: store.StatusInProgress, Token: tok, LockedUntil: until, ExpiresAt: until, Attempt: attempt, Fence: fence}
 		s.m[key] = r
 		return store.Claim{Outcome: store.Acquired, Record: s.out(r)}, nil
 	case r.Fingerprint != fp:
@@ -199,6 +205,27 @@ func (s *lockStore) Release(ctx context.Context, key string, tok store.Token) er
 		s.window("release-checks-then-deletes")
 		delete(s.m, key)
 	}
+	return nil
+}
+
+// Renew implements store.Store.
+func (s *lockStore) Renew(ctx context.Context, key string, tok store.Token, lease time.Duration) error {
+	if err := store.CheckRenew(key, tok, lease); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.live(key)
+	if !ok || r.Status != store.StatusInProgress || r.Token != tok {
+		return store.ErrLeaseLost
+	}
+	s.window("renew-checks-then-writes")
+	r.LockedUntil = s.now().Add(lease)
+	r.ExpiresAt = r.LockedUntil
+	s.m[key] = r
 	return nil
 }
 

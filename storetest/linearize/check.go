@@ -20,6 +20,7 @@ const (
 	completeCall
 	releaseCall
 	getCall
+	renewCall
 )
 
 // rec is the part of a store.Record the model predicts: its deadlines are
@@ -34,7 +35,7 @@ type rec struct {
 // output is what a call returned, when the caller learnt it.
 type output struct {
 	outcome  store.Outcome // Claim
-	leaseErr bool          // Complete: store.ErrLeaseLost
+	leaseErr bool          // Complete, Renew: store.ErrLeaseLost
 	notFound bool          // Get: store.ErrNotFound
 	rec      rec           // Claim's and Get's record
 }
@@ -44,7 +45,7 @@ type call struct {
 	client int
 	kind   kind
 	fp     string      // Claim
-	tok    store.Token // Claim, Complete, Release
+	tok    store.Token // Claim, Complete, Release, Renew
 	resp   string      // Complete
 	begin  int64       // ns since the history began, when it was called
 	end    int64       // when it returned, or never
@@ -92,6 +93,10 @@ func step(s rec, c call) (rec, bool) {
 		} else {
 			want.rec = s
 		}
+	case renewCall:
+		// The model has no deadlines: a renewal of the token's lease
+		// changes nothing it predicts, and any other is refused.
+		want.leaseErr = s.status != store.StatusInProgress || s.tok != c.tok
 	}
 	return next, !c.known() || c.out == want
 }
@@ -107,7 +112,7 @@ func readOnly(c call) bool {
 		return false
 	case c.kind == claimCall:
 		return c.out.outcome != store.Acquired
-	case c.kind == completeCall:
+	case c.kind == completeCall, c.kind == renewCall:
 		return c.out.leaseErr
 	}
 	return false

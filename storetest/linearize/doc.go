@@ -10,8 +10,8 @@
 //		})
 //	}
 //
-// Run records, from many goroutines, histories of Claim, Complete, Release
-// and Get on a few keys, each call with the time it was made and the time
+// Run records, from many goroutines, histories of Claim, Complete, Release,
+// Renew and Get on a few keys, each call with the time it was made and the time
 // it returned, and checks each key's history against the table in package
 // store's documentation: there must be one order of the calls, each placed
 // at an instant between its call and its return, that the table explains

@@ -18,6 +18,8 @@ func (c call) String(key string) string {
 		return fmt.Sprintf("Complete(%q, %s, %q)", key, c.tok, c.resp)
 	case releaseCall:
 		return fmt.Sprintf("Release(%q, %s)", key, c.tok)
+	case renewCall:
+		return fmt.Sprintf("Renew(%q, %s)", key, c.tok)
 	}
 	return fmt.Sprintf("Get(%q)", key)
 }
@@ -30,7 +32,7 @@ func (c call) result() string {
 	switch c.kind {
 	case claimCall:
 		return c.out.outcome.String() + " " + c.out.rec.String()
-	case completeCall:
+	case completeCall, renewCall:
 		if c.out.leaseErr {
 			return "store.ErrLeaseLost"
 		}

@@ -197,8 +197,8 @@ func (cl *client) intn(n int) int {
 }
 
 // request is one request as idemkit makes it: claim the key; when
-// acquired, maybe look, then complete or release it (a heartbeat renewal
-// racing either); otherwise maybe look, and maybe try a Release that must
+// acquired, maybe look, then complete or release it (a heartbeat's Renew,
+// or a re-entrant Claim, racing either); otherwise maybe look, and maybe try a Release that must
 // change nothing.
 func (cl *client) request(key string, j int) {
 	fp := "fpA"
@@ -220,7 +220,10 @@ func (cl *client) request(key string, j int) {
 	// Acquired, or the Claim's outcome is unknown: go on as the holder
 	// would (when it is not, every call below must change nothing).
 	var beat sync.WaitGroup
-	if cl.intn(3) == 0 {
+	switch cl.intn(6) {
+	case 0: // a heartbeat, as the engine renews
+		beat.Go(func() { cl.retry(key, call{kind: renewCall, tok: tok}) })
+	case 1: // a re-entrant Claim, as a retry after a lost reply makes
 		beat.Go(func() { cl.retry(key, call{kind: claimCall, fp: fp, tok: tok}) })
 	}
 	if cl.intn(3) == 0 {
@@ -306,6 +309,11 @@ func (cl *client) do(ctx context.Context, key string, c call) call {
 		}
 	case releaseCall:
 		err = cl.s.Release(ctx, key, c.tok)
+	case renewCall:
+		err = cl.s.Renew(ctx, key, c.tok, lease)
+		if errors.Is(err, store.ErrLeaseLost) {
+			c.out.leaseErr, err = true, nil
+		}
 	case getCall:
 		var r store.Record
 		r, err = cl.s.Get(ctx, key)
