@@ -296,7 +296,9 @@ func TestItemsWithoutAttempt(t *testing.T) {
 	ctx := t.Context()
 	put := func(key string, status string, tok store.Token, end time.Time, resp []byte) {
 		t.Helper()
-		n := func(v int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)} }
+		n := func(v int64) types.AttributeValue {
+			return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+		}
 		item := map[string]types.AttributeValue{
 			"k": &types.AttributeValueMemberS{Value: key}, "f": &types.AttributeValueMemberS{Value: "fp"},
 			"t": &types.AttributeValueMemberS{Value: string(tok)}, "s": &types.AttributeValueMemberN{Value: status},
