@@ -23,6 +23,7 @@ func (e *Engine) runLease(ctx context.Context, r *run, work Work) (Result, error
 	wait := newBackoff(backoffFirst, waitMaxBackoff)
 	for {
 		sent := time.Now()
+		r.lease = e.leaseFor(ctx) // a wait shortens what is left of the caller's deadline
 		c, err := e.claim(ctx, e.s, key, fp, tok, r.lease, OpClaim)
 		if err != nil {
 			if ctx.Err() != nil {

@@ -45,6 +45,7 @@ func (e *Engine) runTx(ctx context.Context, r *run, work Work) (Result, error) {
 	wait := newBackoff(backoffFirst, waitMaxBackoff)
 	for {
 		var run txRun
+		r.lease = e.leaseFor(ctx) // a wait shortens what is left of the caller's deadline
 		d := e.detach(ctx)
 		err := e.call(ctx, key, OpTx, func() error {
 			return e.tx.InTx(d.ctx, func(tctx context.Context, s store.Store) error {
