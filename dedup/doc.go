@@ -48,7 +48,7 @@
 // # Leases and the heartbeat
 //
 // Process holds the id with the engine's lease (idem.WithLease) while fn
-// runs, and renews it every lease/2 with a re-entrant Claim, so a slow consumer is never overtaken
+// runs, and renews it every lease/2 with Store.Renew, so a slow consumer is never overtaken
 // by a redelivery of the same message: the redelivery waits for it (the
 // engine's idem.WithWait, 10 s by default), then sees Duplicate, or InFlight
 // if the first delivery is still running. The
@@ -60,6 +60,10 @@
 // matching store.ErrLeaseLost, and the record stays the other delivery's.
 // Lease mode cannot undo an effect that already left the process, so effects
 // on other systems should carry the message id as their own idempotency key.
+// fn learns from its context which claim of the id it runs under
+// (idem.AttemptFrom): a redelivery that took over a frozen or dead
+// consumer's lapsed lease has Attempt.Takeover set and a larger
+// Attempt.Fence, and should look the effect up before acting again.
 //
 // # Transactions
 //

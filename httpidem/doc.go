@@ -96,14 +96,19 @@
 // the key in flight and waits for the record (idem.WithWait), then replays. A heartbeat renews the lease every half lease from the
 // claim until the key is settled, independently of the request's context:
 // a client that goes away cancels the handler's context, never the renewal.
-// If the key turns out to be held by another claim, or renewals fail until
-// the lease has run out, the handler's context is cancelled with
+// Renewal is Store.Renew, which never brings a released key back. If the
+// key turns out to be held by another claim or its lease lapsed in the
+// store, or renewals fail until the lease has run out, the handler's
+// context is cancelled with
 // store.ErrLeaseLost as its cause (context.Cause), a LeaseLost event is
 // reported, and the response is not kept. Storing the response is retried
 // with backoff for as long as the lease holds, so a store restart or pause
 // of a few seconds between the handler and the store never lets a retry run
 // the handler again. Give long handlers a lease with margin and forward the
-// key to external providers.
+// key to external providers. A handler learns which claim of its key it
+// runs under with idem.AttemptFrom(r.Context()): a takeover (Attempt.Takeover:
+// an earlier holder's lease lapsed mid-handler) should look its effect up
+// before acting again, and Attempt.Fence can guard its own writes.
 //
 // Transactional mode, chosen with WithTransactions (the store must be a
 // store.Transactor; New fails otherwise) or WithTransactionsIfSupported

@@ -110,3 +110,24 @@ func TestLeaseFromDeadlineDrivesHeartbeat(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "late but recorded", string(r.Response), "the margin let the result be recorded after the deadline")
 }
+
+// The slow-claim rule applies to the run's lease: a claim that takes more
+// than half of it is not acted on, however long WithLease's lease is.
+func TestLeaseFromDeadlineSlowClaim(t *testing.T) {
+	f := &flaky{Store: newMemory(t), claim: func(n int, _ store.Token) error {
+		if n == 1 {
+			time.Sleep(800 * time.Millisecond) // a slow reply is the subject
+		}
+		return nil
+	}}
+	e := newEngine(t, f, idem.WithLease(time.Hour), idem.WithLeaseFromDeadline(time.Millisecond))
+	// The run's lease is about 1.2 s: the claim takes more than half of it,
+	// and ends well before the caller's deadline.
+	ctx, cancel := context.WithTimeout(t.Context(), 1200*time.Millisecond)
+	defer cancel()
+	_, err := e.Run(ctx, key(t), "", func(context.Context) idem.Verdict {
+		t.Error("the work ran on a claim slower than half the run's lease")
+		return idem.Keep(nil)
+	})
+	require.ErrorIs(t, err, idem.ErrSlowClaim)
+}

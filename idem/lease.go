@@ -23,6 +23,7 @@ func (e *Engine) runLease(ctx context.Context, r *run, work Work) (Result, error
 	wait := newBackoff(backoffFirst, waitMaxBackoff)
 	for {
 		sent := time.Now()
+		r.lease = e.leaseFor(ctx) // a wait shortens what is left of the caller's deadline
 		c, err := e.claim(ctx, e.s, key, fp, tok, r.lease, OpClaim)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -584,8 +585,8 @@ func (hb *heartbeat) loseTo(err error) {
 }
 
 // workCtx is the work's context: the run's cancellable context, answering
-// AttemptFrom with the claim's Attempt. It lives in the run's heartbeat (or
-// its transaction's state), so it costs no allocation of its own.
+// AttemptFrom with the claim's Attempt. In lease mode it lives in the run's
+// heartbeat, so it costs no allocation of its own.
 type workCtx struct {
 	context.Context
 	attempt Attempt

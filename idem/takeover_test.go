@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -178,4 +179,59 @@ func TestAttemptFromTx(t *testing.T) {
 		assert.Equal(t, idem.Attempt{Number: r.Attempt, Fence: r.Fence}, got, "the claim's attempt and fence, as the record keeps them")
 		assert.Equal(t, uint32(1), got.Number)
 	})
+}
+
+// In transactional mode a work that ran past half the lease (not past all
+// of it) is renewed once, with the transaction's Store.Renew, before
+// Complete: one renewal call, which succeeds, and no claim again.
+func TestTxRenewsWithStoreRenew(t *testing.T) {
+	forEachTx(t, func(t *testing.T, b txBackend) {
+		const lease = 600 * time.Millisecond
+		var mu sync.Mutex
+		var renewals []error
+		ct := &countingTx{Store: b.s, tx: b.s.(store.Transactor)}
+		e := newEngine(t, ct, idem.WithLease(lease), idem.WithTracer(events(func(ev idem.Event) {
+			if ev.Kind == idem.StoreCall && ev.Op == idem.OpRenew {
+				mu.Lock()
+				renewals = append(renewals, ev.Err)
+				mu.Unlock()
+			}
+		})))
+		k := key(t)
+		res, err := e.Run(t.Context(), k, "", func(ctx context.Context) idem.Verdict {
+			time.Sleep(lease/2 + lease/10) // past half the lease: the real clock is the subject
+			require.NoError(t, b.apply(ctx, k))
+			return idem.Keep([]byte("renewed"))
+		}, idem.InTx())
+		require.NoError(t, err)
+		assert.Equal(t, idem.SettleCompleted, res.Settle)
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Equal(t, []error{nil}, renewals, "one renewal, that went through")
+		assert.EqualValues(t, 1, ct.renews.Load(), "the renewal is the transaction's Store.Renew")
+		assert.Equal(t, 1, b.count(t, k))
+	})
+}
+
+// countingTx counts the Renew calls of the stores its transactions give.
+type countingTx struct {
+	store.Store
+	tx     store.Transactor
+	renews atomic.Int32
+}
+
+func (c *countingTx) InTx(ctx context.Context, fn func(ctx context.Context, s store.Store) error) error {
+	return c.tx.InTx(ctx, func(ctx context.Context, s store.Store) error {
+		return fn(ctx, countingRenew{Store: s, n: &c.renews})
+	})
+}
+
+type countingRenew struct {
+	store.Store
+	n *atomic.Int32
+}
+
+func (c countingRenew) Renew(ctx context.Context, key string, tok store.Token, lease time.Duration) error {
+	c.n.Add(1)
+	return c.Store.Renew(ctx, key, tok, lease)
 }

@@ -45,6 +45,7 @@ func (e *Engine) runTx(ctx context.Context, r *run, work Work) (Result, error) {
 	wait := newBackoff(backoffFirst, waitMaxBackoff)
 	for {
 		var run txRun
+		r.lease = e.leaseFor(ctx) // a wait shortens what is left of the caller's deadline
 		d := e.detach(ctx)
 		err := e.call(ctx, key, OpTx, func() error {
 			return e.tx.InTx(d.ctx, func(tctx context.Context, s store.Store) error {
@@ -86,7 +87,6 @@ type detached struct {
 	mu       sync.Mutex
 	phase    int // 0 claiming, 1 working, 2 settling
 	work     context.CancelCauseFunc
-	wctx     workCtx // the work's context, with its Attempt
 	stopCall func() bool
 	timer    *time.Timer
 }
@@ -115,12 +115,13 @@ func (d *detached) working(tctx context.Context, caller context.Context, a Attem
 	cctx, cancel := context.WithCancelCause(tctx)
 	d.mu.Lock()
 	d.phase, d.work = 1, cancel
-	d.wctx = workCtx{Context: cctx, attempt: a}
 	d.mu.Unlock()
 	if caller.Err() != nil {
 		cancel(context.Cause(caller))
 	}
-	return &d.wctx, cancel
+	// One of its own each time: InTx may run fn again, and a work's
+	// context must not change under a goroutine it left behind.
+	return &workCtx{Context: cctx, attempt: a}, cancel
 }
 
 // settling ends the caller's hold on the transaction: from now on it has

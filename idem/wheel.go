@@ -12,8 +12,8 @@ import (
 // own ever existed); one that comes due gets its renewal loop, on a
 // goroutine of its own, from then on. With every lease of an engine the same
 // length, a new heartbeat almost always goes to the list's tail, without
-// touching the timer; runs whose leases differ (WithLeaseFromDeadline) are
-// inserted in order, walking back from the tail.
+// touching the timer; a run whose lease is shorter (WithLeaseFromDeadline)
+// is inserted in order from the head, the nearer end.
 type wheel struct {
 	mu         sync.Mutex
 	head, tail *heartbeat
@@ -26,9 +26,19 @@ func (w *wheel) add(hb *heartbeat, due time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	hb.due, hb.queued = due, true
-	at := w.tail // insert after at
-	for at != nil && at.due.After(due) {
-		at = at.prev
+	// Insert after at, found from the nearer end: with leases of one
+	// length that is the tail at once; a shorter lease among longer ones
+	// (WithLeaseFromDeadline) is found from the head.
+	var at *heartbeat
+	if w.head != nil && due.Sub(w.head.due) < w.tail.due.Sub(due) {
+		for next := w.head; next != nil && !next.due.After(due); next = next.next {
+			at = next
+		}
+	} else {
+		at = w.tail
+		for at != nil && at.due.After(due) {
+			at = at.prev
+		}
 	}
 	hb.prev = at
 	if at == nil {

@@ -61,3 +61,23 @@ func TestWheelFires(t *testing.T) {
 		t.Fatal("a fired heartbeat is still queued")
 	}
 }
+
+// Heartbeats due at the same instant keep the order they were added in,
+// whichever end the insertion starts from.
+func TestWheelOrderStable(t *testing.T) {
+	var w wheel
+	base := time.Now().Add(time.Hour)
+	a, b, c, d := &heartbeat{}, &heartbeat{}, &heartbeat{}, &heartbeat{}
+	w.add(a, base)
+	w.add(b, base.Add(10*time.Minute))
+	defer w.timer.Stop()
+	w.add(c, base)                     // nearer the head
+	w.add(d, base.Add(10*time.Minute)) // nearer the tail
+	var got []*heartbeat
+	for hb := w.head; hb != nil; hb = hb.next {
+		got = append(got, hb)
+	}
+	if len(got) != 4 || got[0] != a || got[1] != c || got[2] != b || got[3] != d || w.tail != d {
+		t.Fatal("equal due times out of insertion order")
+	}
+}
