@@ -42,6 +42,10 @@ func (c *counting) Release(ctx context.Context, key string, tok store.Token) err
 	return c.inner().Release(ctx, key, tok)
 }
 
+func (c *counting) Renew(ctx context.Context, key string, tok store.Token, lease time.Duration) error {
+	return c.inner().Renew(ctx, key, tok, lease)
+}
+
 func (c *counting) Get(ctx context.Context, key string) (store.Record, error) {
 	c.gets.Add(1)
 	return c.inner().Get(ctx, key)
