@@ -21,9 +21,10 @@ import (
 // List). Callers discover it with a type assertion.
 //
 // An Inspector reports what it holds as of the store's clock. The four
-// states are those of StateOf; a backend whose engine deletes records when
-// their deadline passes (Redis) never holds a lapsed or expired record, so
-// those states are always empty there.
+// states are those of StateOf. Every backend keeps a lapsed lease for
+// LapsedKept; a backend whose engine deletes completed records when their
+// retention ends (Redis) never holds an expired record, so that state is
+// always empty there.
 //
 // No Entry carries a Token: an operator sees HashToken of it, enough to
 // tell two holders apart without being able to act as either.
