@@ -54,7 +54,7 @@ func (h Harness) withDefaults() Harness {
 
 // Run checks that the store h.New makes is linearizable under faults: many
 // goroutines make requests as idemkit does (Claim, then Complete or Release,
-// with Get and re-entrant Claims as heartbeats between), through a wrapper
+// with Get, Renew heartbeats and re-entrant Claims between), through a wrapper
 // that loses replies of calls that took effect, abandons calls at a timeout
 // while they go on, and gives calls deadlines that may cut them short; a
 // caller who saw no outcome retries with the same token. Each round's
@@ -198,8 +198,8 @@ func (cl *client) intn(n int) int {
 
 // request is one request as idemkit makes it: claim the key; when
 // acquired, maybe look, then complete or release it (a heartbeat's Renew,
-// or a re-entrant Claim, racing either); otherwise maybe look, and maybe try a Release that must
-// change nothing.
+// or a re-entrant Claim, racing either); otherwise maybe look, and maybe
+// try a Release that must change nothing.
 func (cl *client) request(key string, j int) {
 	fp := "fpA"
 	if cl.intn(8) == 0 {
