@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -37,7 +36,9 @@ func binaries(t *testing.T) (idemctl, payments string) {
 	buildOnce.Do(func() {
 		goTool, err := exec.LookPath("go")
 		if err != nil {
-			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+			// Not on PATH: the go command that runs this test sets GOROOT
+			// for it.
+			goTool = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 		}
 		if buildDir, buildErr = os.MkdirTemp("", "idemctl-crash-"); buildErr != nil {
 			return
