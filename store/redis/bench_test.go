@@ -51,12 +51,12 @@ var benchResponse = []byte(`{"id":"pay_0123456789","status":"succeeded","amount"
 // completion does at the least, one GET and one SET. ARGV[1] is the token,
 // ARGV[2] the completed value (built by the client, which knows the
 // fingerprint), ARGV[3] the retention in milliseconds.
-var rawCompleteScript = goredis.NewScript(`
+var rawCompleteScript = goredis.NewScript(fmt.Sprintf(`
 local cur = redis.call('GET', KEYS[1])
-if not cur or string.sub(cur, 14, 13 + #ARGV[1]) ~= ARGV[1] then return 0 end
+if not cur or string.sub(cur, %d, %d + #ARGV[1]) ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return 1
-`)
+`, headerSize+1, headerSize))
 
 // benchClient returns a client of the real Redis with a pool as large as
 // the largest worker count, and a prefix whose keys are deleted at the end.

@@ -53,7 +53,10 @@ func BenchmarkReplicas(b *testing.B) {
 	waiting := mustNew(b, c, WithPrefix(prefix), WithEvictionCheck(false), WithPersistenceCheck(false),
 		WithReplicas(1, time.Second))
 	tok := store.NewToken()
-	leaseMs, retentionMs := millis(benchLease), millis(benchRetention)
+	// The raw claim writes what the Store's does (a lease kept
+	// store.LapsedKept past its end), so the Store's completeScript, which
+	// raw reuses, takes it as live.
+	leaseMs, retentionMs := millis(benchLease+store.LapsedKept), millis(benchRetention)
 	inProgress := encode(statusInProgress, tok, "fp", time.Now().Add(benchLease).UnixMilli(), 1, 1, nil)
 	expires := encodeTime(time.Now().Add(benchRetention).UnixMilli())
 
