@@ -97,7 +97,7 @@ refused), and so on. A lapsed record is kept store.LapsedKept (24h) after
 its lease for that count, and releasing it does nothing: the next claim
 takes it over as the next attempt. FENCE grows with every claim that
 acquires the key. A record written before attempts were counted shows
-attempt 0 (or 1, by backend) and fence 0.
+attempt 0 and fence 0.
 
 Examples:
   idemctl -store-url postgres://db/app list --state in_progress

@@ -50,7 +50,7 @@
 // A re-entrant claim, Renew and Complete keep both. A lapsed lease stays in
 // the table for store.LapsedKept (Release and Purge leave it) so that its
 // takeover is counted; rows written before these columns existed read as
-// attempt 1 and fence 0 (the columns' defaults). pgx's statement cache prepares each
+// attempt 0 and fence 0 (the columns' defaults), as on every backend. pgx's statement cache prepares each
 // statement once per connection. A response of 1 MiB or more is handed to
 // the wire protocol as it is (pgconn, an unnamed statement, around pgx's
 // query tracer), so storing it copies it once, into the message.

@@ -29,11 +29,11 @@ func ExampleSchema() {
 	// 	status      smallint NOT NULL CHECK (status IN (1, 2)),
 	// 	response    bytea,
 	// 	expires_at  timestamptz NOT NULL,
-	// 	attempt     integer NOT NULL DEFAULT 1,
+	// 	attempt     integer NOT NULL DEFAULT 0,
 	// 	fence       bigint NOT NULL DEFAULT 0
 	// );
 	// CREATE INDEX IF NOT EXISTS "idempotency_keys_expires_at_idx" ON "idempotency_keys" (expires_at);
-	// ALTER TABLE "idempotency_keys" ADD COLUMN IF NOT EXISTS attempt integer NOT NULL DEFAULT 1,
+	// ALTER TABLE "idempotency_keys" ADD COLUMN IF NOT EXISTS attempt integer NOT NULL DEFAULT 0,
 	// 	ADD COLUMN IF NOT EXISTS fence bigint NOT NULL DEFAULT 0;
 }
 

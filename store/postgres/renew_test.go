@@ -555,7 +555,7 @@ CREATE INDEX ` + table[:len(table)-1] + indexSuffix + `" ON ` + table + ` (expir
 
 // TestMigrateOldTable: Migrate adds the attempt and fence columns to a
 // table made before them, in place, from several processes at once; its
-// rows read as attempt 1 and fence 0 and go on working (a replay, a live
+// rows read as attempt 0 and fence 0 and go on working (a replay, a live
 // lease completed, a lapsed lease taken over as attempt 2), and a second
 // Migrate changes nothing.
 func TestMigrateOldTable(t *testing.T) {
@@ -602,11 +602,11 @@ FROM information_schema.columns WHERE table_name = $1 AND column_name IN ('attem
 	require.NoError(t, err)
 	cols, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
-	require.Equal(t, []string{"attempt integer NO 1", "fence bigint NO 0"}, cols)
+	require.Equal(t, []string{"attempt integer NO 0", "fence bigint NO 0"}, cols)
 
 	r, err := s.Get(ctx, "done")
 	require.NoError(t, err)
-	require.EqualValues(t, 1, r.Attempt, "an old row reads as attempt 1")
+	require.EqualValues(t, 0, r.Attempt, "an old row reads as attempt 0")
 	require.EqualValues(t, 0, r.Fence, "an old row reads as fence 0")
 	c, err := s.Claim(ctx, "done", "fp", store.NewToken(), time.Minute)
 	require.NoError(t, err)
@@ -621,7 +621,7 @@ FROM information_schema.columns WHERE table_name = $1 AND column_name IN ('attem
 	require.Positive(t, c.Record.Fence)
 	e, err := s.Lookup(ctx, "done")
 	require.NoError(t, err)
-	require.EqualValues(t, 1, e.Attempt)
+	require.EqualValues(t, 0, e.Attempt)
 }
 
 // TestSchemaUpgradesOldTable: the exported Schema, run on a table made

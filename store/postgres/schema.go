@@ -45,11 +45,11 @@ const migrateLockID int64 = 0x69_64_65_6d_6b_69_74 // "idemkit"
 //		status      smallint NOT NULL CHECK (status IN (1, 2)),
 //		response    bytea,
 //		expires_at  timestamptz NOT NULL,
-//		attempt     integer NOT NULL DEFAULT 1,
+//		attempt     integer NOT NULL DEFAULT 0,
 //		fence       bigint NOT NULL DEFAULT 0
 //	);
 //	CREATE INDEX IF NOT EXISTS "idempotency_keys_expires_at_idx" ON "idempotency_keys" (expires_at);
-//	ALTER TABLE "idempotency_keys" ADD COLUMN IF NOT EXISTS attempt integer NOT NULL DEFAULT 1,
+//	ALTER TABLE "idempotency_keys" ADD COLUMN IF NOT EXISTS attempt integer NOT NULL DEFAULT 0,
 //		ADD COLUMN IF NOT EXISTS fence bigint NOT NULL DEFAULT 0;
 //
 // It fails only for the same invalid options as New.
@@ -84,7 +84,7 @@ func createTableSQL(o options) string {
 	status      smallint NOT NULL CHECK (status IN (1, 2)),
 	response    bytea,
 	expires_at  timestamptz NOT NULL,
-	attempt     integer NOT NULL DEFAULT 1,
+	attempt     integer NOT NULL DEFAULT 0,
 	fence       bigint NOT NULL DEFAULT 0
 )`
 }
@@ -93,7 +93,7 @@ func createTableSQL(o options) string {
 // A constant default makes each a change of the catalog only: no rewrite of
 // the table, whatever its size.
 func addColumnsSQL(o options) string {
-	return "ALTER TABLE " + qualified(o.schema, o.table) + " ADD COLUMN IF NOT EXISTS attempt integer NOT NULL DEFAULT 1,\n" +
+	return "ALTER TABLE " + qualified(o.schema, o.table) + " ADD COLUMN IF NOT EXISTS attempt integer NOT NULL DEFAULT 0,\n" +
 		"\tADD COLUMN IF NOT EXISTS fence bigint NOT NULL DEFAULT 0"
 }
 
