@@ -167,12 +167,7 @@ func (r runner) complete(ctx context.Context, key string, token store.Token, res
 	if n > 0 {
 		return nil
 	}
-	held := stmtHeld
-	if r.st != nil {
-		held = stmtHeldLocking
-	}
-	var status int8
-	err = r.scanRetry(ctx, held, []any{key, string(token)}, &status)
+	_, err = r.heldStatus(ctx, key, token)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("mysql: complete: %w", store.ErrLeaseLost)
@@ -216,6 +211,19 @@ func (s *Store) Renew(ctx context.Context, key string, token store.Token, lease 
 	return s.runner(ctx).renew(ctx, key, token, lease)
 }
 
+// heldStatus reads the status of token's live record of key (locking it
+// inside a transaction), for a write that changed no row: sql.ErrNoRows
+// when token holds no live record.
+func (r runner) heldStatus(ctx context.Context, key string, token store.Token) (int8, error) {
+	held := stmtHeld
+	if r.st != nil {
+		held = stmtHeldLocking
+	}
+	var status int8
+	err := r.scanRetry(ctx, held, []any{key, string(token)}, &status)
+	return status, err
+}
+
 func (r runner) renew(ctx context.Context, key string, token store.Token, lease time.Duration) error {
 	if err := store.CheckRenew(key, token, lease); err != nil {
 		return fmt.Errorf("mysql: renew: %w", err)
@@ -234,12 +242,7 @@ func (r runner) renew(ctx context.Context, key string, token store.Token, lease 
 	if n > 0 {
 		return nil
 	}
-	held := stmtHeld
-	if r.st != nil {
-		held = stmtHeldLocking
-	}
-	var status int8
-	err = r.scanRetry(ctx, held, []any{key, string(token)}, &status)
+	status, err := r.heldStatus(ctx, key, token)
 	switch {
 	case errors.Is(err, sql.ErrNoRows) || err == nil && status != statusInProgress:
 		return fmt.Errorf("mysql: renew %q: %w", key, store.ErrLeaseLost)
