@@ -156,26 +156,37 @@ func (r runner) complete(ctx context.Context, key string, token store.Token, res
 	if response == nil {
 		response = []byte{} // '' rather than NULL: a completed record always has a response
 	}
-	res, err := r.execRetry(ctx, stmtComplete, response, micros(retention), key, string(token))
-	if err != nil {
-		return fmt.Errorf("mysql: complete: %w", err)
+	for range maxCompleteAttempts {
+		res, err := r.execRetry(ctx, stmtComplete, response, micros(retention), key, string(token))
+		if err != nil {
+			return fmt.Errorf("mysql: complete: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("mysql: complete: %w", err)
+		}
+		if n > 0 {
+			return nil
+		}
+		status, err := r.heldStatus(ctx, key, token)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return fmt.Errorf("mysql: complete: %w", store.ErrLeaseLost)
+		case err != nil:
+			return fmt.Errorf("mysql: complete: %w", err)
+		case status == statusCompleted:
+			return nil // a retried Complete: the first response stays
+		}
+		// In progress by token now, though the UPDATE found it otherwise:
+		// a claim of the token's (a retry racing this call) took the key
+		// in between. Complete it now.
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("mysql: complete: %w", err)
-	}
-	if n > 0 {
-		return nil
-	}
-	_, err = r.heldStatus(ctx, key, token)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return fmt.Errorf("mysql: complete: %w", store.ErrLeaseLost)
-	case err != nil:
-		return fmt.Errorf("mysql: complete: %w", err)
-	}
-	return nil
+	return fmt.Errorf("mysql: complete: the key changed under %d attempts in a row; try again", maxCompleteAttempts)
 }
+
+// maxCompleteAttempts bounds Complete's UPDATEs when each finds the key
+// changing under it.
+const maxCompleteAttempts = 3
 
 // Release implements store.Store with one DELETE of the live record in
 // progress held by token; any other record is left alone, a lapsed lease of
