@@ -8,8 +8,9 @@
 // is reclaimed by the next write to the same key, by Purge, or by the
 // background sweep that New starts (every minute by default, see
 // WithSweepInterval), so a long-running process holds only live records plus
-// at most one sweep interval's worth of expired ones. Call Close to stop the
-// sweep.
+// at most one sweep interval's worth of expired ones, and the lapsed leases
+// of the last store.LapsedKept (kept so that a takeover counts its attempt).
+// Call Close to stop the sweep.
 package memory
 
 import (
@@ -158,19 +159,20 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 	sh.mu.Lock()
 	e, ok := sh.m[key]
 	f := store.Finding{Outcome: store.Acquired, Write: true, Lapsed: true} // absent: as if never claimed
+	// prev is the stored record, as Classify and Successor read it.
+	var prev store.Record
 	switch {
 	case ok && e.expiresAt > now && e.fingerprint == fingerprint && e.status == store.StatusCompleted:
 		// A replay: store.Classify's third case (live, same fingerprint,
 		// completed), decided without building its record and times.
 		f = store.Finding{Outcome: store.Completed}
 	case ok:
-		f = store.Classify(store.Record{Fingerprint: e.fingerprint, Status: e.status, Token: e.token, ExpiresAt: time.Unix(0, e.expiresAt)},
-			fingerprint, token, time.Unix(0, now))
+		prev = store.Record{Fingerprint: e.fingerprint, Status: e.status, Token: e.token, ExpiresAt: time.Unix(0, e.expiresAt), Attempt: e.attempt, Fence: e.fence}
+		f = store.Classify(prev, fingerprint, token, time.Unix(0, now))
 	}
 	switch {
 	case f.Lapsed:
 		// The attempt and fence follow the record this claim replaces, if any.
-		prev := store.Record{Status: e.status, Token: e.token, ExpiresAt: time.Unix(0, e.expiresAt), Attempt: e.attempt, Fence: e.fence}
 		attempt, fence := store.Successor(prev, ok, token, time.Unix(0, now))
 		e = entry{fingerprint: fingerprint, token: token, expiresAt: addNanos(now, lease), status: store.StatusInProgress, attempt: attempt, fence: fence}
 		sh.m[key] = e
@@ -289,9 +291,9 @@ func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
 	return r, nil
 }
 
-// Purge deletes every record whose retention is over, or whose lease lapsed
-// more than store.LapsedKept ago, one shard at a time, and reports how many it deleted. It implements
-// store.Purger.
+// Purge deletes every record whose retention is over, or whose lease
+// lapsed more than store.LapsedKept ago, one shard at a time, and reports
+// how many it deleted. It implements store.Purger.
 func (s *Store) Purge(ctx context.Context) (int64, error) {
 	var n int64
 	for i := range s.shards {
