@@ -236,7 +236,7 @@ func (e *Engine) Run(ctx context.Context, key, fingerprint string, work Work, op
 	if err := store.CheckClaim(key, fingerprint, "t", e.opts.lease); err != nil {
 		return Result{}, fmt.Errorf("idem: run: %w", err)
 	}
-	r := &run{key: key, fp: fingerprint, caller: ctx, lease: e.leaseFor(ctx)}
+	r := &run{key: key, fp: fingerprint, caller: ctx} // r.lease: set at each claim (runLease, runTx)
 	if err := invalid.Apply(&r.opts, opts); err != nil {
 		return Result{}, fmt.Errorf("idem: run: %w", err)
 	}
