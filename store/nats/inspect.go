@@ -78,17 +78,24 @@ func (r record) entry(key string, stamp time.Time, over bool) store.Entry {
 // eachEntry calls f with the entry of every record whose key starts with
 // prefix, skipping markers and the store's own entries.
 func (s *Store) eachEntry(ctx context.Context, prefix string, f func(store.Entry)) error {
-	// A bucket's stream that is electing a leader (a new bucket on a
-	// cluster, a failover) answers no one for a moment: the read is tried
-	// again, for up to inspectRetry, as long as it has offered nothing yet
-	// (so no entry is offered twice).
+	// The read is tried again while no stream leader answers, as long as
+	// it has offered nothing yet (so no entry is offered twice).
 	offered := false
 	g := func(e store.Entry) { offered = true; f(e) }
+	return retryLeader(ctx, func() (bool, error) {
+		return !offered, s.eachEntryOnce(ctx, prefix, g)
+	})
+}
+
+// retryLeader calls f until it succeeds, fails with an error other than
+// "no stream leader answered", reports it may not be tried again, or
+// inspectRetry has passed. A bucket's stream that is electing a leader (a
+// new bucket on a cluster, a failover) answers no one for a moment.
+func retryLeader(ctx context.Context, f func() (again bool, err error)) error {
 	deadline := time.Now().Add(inspectRetry)
 	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
-		err := s.eachEntryOnce(ctx, prefix, g)
-		if err == nil || offered || time.Now().After(deadline) ||
-			!(errors.Is(err, natsgo.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)) {
+		again, err := f()
+		if err == nil || !again || time.Now().After(deadline) || !noLeader(err) {
 			return err
 		}
 		select {
@@ -99,7 +106,13 @@ func (s *Store) eachEntry(ctx context.Context, prefix string, f func(store.Entry
 	}
 }
 
-// inspectRetry bounds how long a look inside waits for a stream leader.
+// noLeader reports whether err says no server answered for the stream.
+func noLeader(err error) bool {
+	return errors.Is(err, natsgo.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+}
+
+// inspectRetry bounds how long a look inside or a Purge waits for a
+// stream leader.
 const inspectRetry = 5 * time.Second
 
 func (s *Store) eachEntryOnce(ctx context.Context, prefix string, f func(store.Entry)) error {

@@ -29,7 +29,14 @@ func (s *Store) Purge(ctx context.Context) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("nats: purge: %w", err)
 	}
-	n, err := s.purge(ctx)
+	// Purge is safe to start again: what it deleted is gone, what it did
+	// not is found again. So it is, while no stream leader answers.
+	var n int64
+	err := retryLeader(ctx, func() (bool, error) {
+		d, err := s.purge(ctx)
+		n += d
+		return true, err
+	})
 	if err != nil {
 		return n, fmt.Errorf("nats: purge: %w", err)
 	}
