@@ -154,7 +154,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 	if err := ctx.Err(); err != nil {
 		return store.Claim{}, fmt.Errorf("memory: claim: %w", err)
 	}
-	now := s.clock()
+	now := s.now().UnixNano()
 	sh := s.shard(h)
 	sh.mu.Lock()
 	e, ok := sh.m[key]
@@ -165,7 +165,10 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 		// it, so the record (and its one copy of the response) is built
 		// unlocked.
 		sh.mu.Unlock()
-		return store.Claim{Outcome: store.Completed, Record: e.completed(key)}, nil
+		return store.Claim{Outcome: store.Completed, Record: store.Record{
+			Key: key, Fingerprint: e.fingerprint, Status: e.status, Token: e.token, Response: bytes.Clone(e.response),
+			ExpiresAt: time.Unix(0, e.expiresAt), Attempt: e.attempt, Fence: e.fence,
+		}}, nil
 	}
 	o := sh.claim(&e, ok, key, fingerprint, token, lease, now)
 	sh.mu.Unlock()
