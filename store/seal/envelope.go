@@ -40,8 +40,9 @@ var notKept = []byte("\x00idem:response-not-kept")
 // scratch is the working memory of one seal or open: reused, so that a
 // fingerprint costs no allocation but its result.
 type scratch struct {
-	a, b []byte
-	sum  [sha256.Size]byte
+	a, b  []byte
+	sum   [sha256.Size]byte
+	nonce [nonceLen]byte
 }
 
 var scratches = sync.Pool{New: func() any { return &scratch{a: make([]byte, 0, 2048), b: make([]byte, 0, 2048)} }}
@@ -196,8 +197,8 @@ func (d *derived) sealFingerprint(key, fp string) string {
 	nonce := d.fpNonce(sc, key, fp)
 	// sc.a: the store key (associated data), then the fingerprint.
 	sc.a = append(append(sc.a[:0], key...), fp...)
-	sc.b = append(sc.b[:0], nonce[:]...)
-	sc.b = d.fp.Seal(sc.b, nonce[:], sc.a[len(key):], sc.a[:len(key)])
+	sc.b = append(sc.b[:0], nonce...)
+	sc.b = d.fp.Seal(sc.b, nonce, sc.a[len(key):], sc.a[:len(key)])
 	var sb strings.Builder
 	sb.Grow(len(fpPrefix) + len(d.id) + 1 + base64.RawURLEncoding.EncodedLen(len(sc.b)))
 	sb.WriteString(fpPrefix)
@@ -210,15 +211,17 @@ func (d *derived) sealFingerprint(key, fp string) string {
 }
 
 // fpNonce returns the first nonceLen bytes of the HMAC-SHA256 of key, a
-// NUL and fp (a key holds no NUL, so the NUL ends it unambiguously).
-func (d *derived) fpNonce(sc *scratch, key, fp string) (n [nonceLen]byte) {
+// NUL and fp (a key holds no NUL, so the NUL ends it unambiguously), in
+// sc.nonce: the nonce is passed to the AEAD, an interface, so a nonce of
+// its own would escape to the heap.
+func (d *derived) fpNonce(sc *scratch, key, fp string) []byte {
 	h := d.macs.Get().(hash.Hash)
 	h.Reset()
 	sc.a = append(append(append(sc.a[:0], key...), 0), fp...)
 	h.Write(sc.a)
-	copy(n[:], h.Sum(sc.sum[:0]))
+	copy(sc.nonce[:], h.Sum(sc.sum[:0]))
 	d.macs.Put(h)
-	return n
+	return sc.nonce[:]
 }
 
 // fingerprintKeyID returns the key id of a sealed fingerprint, and false
@@ -242,9 +245,9 @@ func (d *derived) openFingerprint(key, s string) (string, error) {
 		return "", fmt.Errorf("fingerprint under key %q: %w", d.id, ErrCorrupt)
 	}
 	sc := scratches.Get().(*scratch)
-	n := d.fpNonce(sc, key, string(fp))
+	ok := hmac.Equal(d.fpNonce(sc, key, string(fp)), b[:nonceLen])
 	scratches.Put(sc)
-	if !hmac.Equal(n[:], b[:nonceLen]) {
+	if !ok {
 		return "", fmt.Errorf("fingerprint under key %q: %w", d.id, ErrCorrupt)
 	}
 	return string(fp), nil
