@@ -8,8 +8,8 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash"
@@ -91,19 +91,20 @@ func (kr *keyring) byID(ctx context.Context, scope, id string) (*derived, error)
 }
 
 func (kr *keyring) derive(scope string, k Key) (*derived, error) {
+	// A key found derived was checked when it was derived: its id is the
+	// map's, its secret compared with the one it was derived from.
+	if len(k.Secret) == SecretLen {
+		if m := kr.m.Load(); m != nil {
+			if d := (*m)[derivedID{scope, k.ID}]; d != nil && sameSecret(&d.secret, k.Secret) {
+				return d, nil
+			}
+		}
+	}
 	if checkKeyID(k.ID) != nil {
 		return nil, fmt.Errorf("the provider's key id %q is not 1 to %d bytes of letters, digits, '.', '_' and '-'", k.ID, MaxKeyIDLen)
 	}
 	if len(k.Secret) != SecretLen {
 		return nil, fmt.Errorf("the provider's key %q: secret is %d bytes, want %d", k.ID, len(k.Secret), SecretLen)
-	}
-	did := derivedID{scope, k.ID}
-	var d *derived
-	if m := kr.m.Load(); m != nil {
-		d = (*m)[did]
-	}
-	if d != nil && subtle.ConstantTimeCompare(d.secret[:], k.Secret) == 1 {
-		return d, nil
 	}
 	// Three keys, bound to the scope: the scope's length first makes the
 	// info unambiguous.
@@ -112,7 +113,7 @@ func (kr *keyring) derive(scope string, k Key) (*derived, error) {
 	if err != nil {
 		return nil, err
 	}
-	d = &derived{id: k.ID, mac: m[64:]}
+	d := &derived{id: k.ID, mac: m[64:]}
 	d.macs.New = func() any { return hmac.New(sha256.New, d.mac) }
 	copy(d.secret[:], k.Secret)
 	if d.resp, err = newGCM(m[:32]); err != nil {
@@ -126,10 +127,21 @@ func (kr *keyring) derive(scope string, k Key) (*derived, error) {
 	if old := kr.m.Load(); old != nil && len(*old) < maxDerived {
 		maps.Copy(next, *old)
 	}
-	next[did] = d
+	next[derivedID{scope, k.ID}] = d
 	kr.m.Store(&next)
 	kr.mu.Unlock()
 	return d, nil
+}
+
+// sameSecret reports whether b (SecretLen bytes) is a, in constant time:
+// word by word, with no early exit (subtle.ConstantTimeCompare goes byte by
+// byte, and this runs on every store call).
+func sameSecret(a *[SecretLen]byte, b []byte) bool {
+	var x uint64
+	for i := 0; i < SecretLen; i += 8 {
+		x |= binary.LittleEndian.Uint64(a[i:]) ^ binary.LittleEndian.Uint64(b[i:])
+	}
+	return x == 0
 }
 
 func newGCM(key []byte) (cipher.AEAD, error) {
