@@ -144,7 +144,7 @@ func (s *Store) Close() error {
 // record live, and keeps the clock out of the lock that other callers of
 // the shard wait for. Who acquires is decided under the lock, by the check
 // and the write together.
-func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.Token, lease time.Duration) (c store.Claim, err error) {
+func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.Token, lease time.Duration) (store.Claim, error) {
 	h, ok := claimOK(key, fingerprint, token, lease)
 	if !ok {
 		if err := store.CheckClaim(key, fingerprint, token, lease); err != nil {
@@ -154,19 +154,36 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 	if err := ctx.Err(); err != nil {
 		return store.Claim{}, fmt.Errorf("memory: claim: %w", err)
 	}
-	now := s.clock()
+	now := s.now().UnixNano()
 	sh := s.shard(h)
 	sh.mu.Lock()
 	e, ok := sh.m[key]
+	if ok && e.expiresAt > now && e.fingerprint == fingerprint && e.status == store.StatusCompleted {
+		// A replay: store.Classify's third case (live, same fingerprint,
+		// completed), decided without building its record and times. e is
+		// a copy and its response is never written after Complete stored
+		// it, so the record (and its one copy of the response) is built
+		// unlocked.
+		sh.mu.Unlock()
+		return store.Claim{Outcome: store.Completed, Record: store.Record{
+			Key: key, Fingerprint: e.fingerprint, Status: e.status, Token: e.token, Response: bytes.Clone(e.response),
+			ExpiresAt: time.Unix(0, e.expiresAt), Attempt: e.attempt, Fence: e.fence,
+		}}, nil
+	}
+	o := sh.claim(&e, ok, key, fingerprint, token, lease, now)
+	sh.mu.Unlock()
+	return store.Claim{Outcome: o, Record: e.record(key)}, nil
+}
+
+// claim is Store.Claim for every case but a replay, with sh.mu held: e is the stored entry (if ok), which it renews or replaces as
+// store.Classify and store.Successor decide, leaving in e the record the
+// claim returns. e is a copy, and a response is never written after
+// Complete stored it, so the caller builds the record unlocked.
+func (sh *shard) claim(e *entry, ok bool, key, fingerprint string, token store.Token, lease time.Duration, now int64) store.Outcome {
 	f := store.Finding{Outcome: store.Acquired, Write: true, Lapsed: true} // absent: as if never claimed
 	// prev is the stored record, as Classify and Successor read it.
 	var prev store.Record
-	switch {
-	case ok && e.expiresAt > now && e.fingerprint == fingerprint && e.status == store.StatusCompleted:
-		// A replay: store.Classify's third case (live, same fingerprint,
-		// completed), decided without building its record and times.
-		f = store.Finding{Outcome: store.Completed}
-	case ok:
+	if ok {
 		prev = store.Record{Fingerprint: e.fingerprint, Status: e.status, Token: e.token, ExpiresAt: time.Unix(0, e.expiresAt), Attempt: e.attempt, Fence: e.fence}
 		f = store.Classify(prev, fingerprint, token, time.Unix(0, now))
 	}
@@ -174,18 +191,13 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 	case f.Lapsed:
 		// The attempt and fence follow the record this claim replaces, if any.
 		attempt, fence := store.Successor(prev, ok, token, time.Unix(0, now))
-		e = entry{fingerprint: fingerprint, token: token, expiresAt: addNanos(now, lease), status: store.StatusInProgress, attempt: attempt, fence: fence}
-		sh.m[key] = e
+		*e = entry{fingerprint: fingerprint, token: token, expiresAt: addNanos(now, lease), status: store.StatusInProgress, attempt: attempt, fence: fence}
+		sh.m[key] = *e
 	case f.Write: // in progress by this token: renew the lease
 		e.expiresAt = addNanos(now, lease)
-		sh.m[key] = e
+		sh.m[key] = *e
 	}
-	c.Outcome = f.Outcome
-	sh.mu.Unlock()
-	// e is a copy and its response is never written after Complete stored
-	// it, so the record (and its copy of the response) is built unlocked.
-	e.fill(&c.Record, key)
-	return c, nil
+	return f.Outcome
 }
 
 // Complete implements store.Store. Like Claim, it reads the clock once,
@@ -286,9 +298,7 @@ func (s *Store) Get(ctx context.Context, key string) (store.Record, error) {
 	if !live {
 		return store.Record{}, fmt.Errorf("memory: get %q: %w", key, store.ErrNotFound)
 	}
-	var r store.Record
-	e.fill(&r, key)
-	return r, nil
+	return e.record(key), nil
 }
 
 // Purge deletes every record whose retention is over, or whose lease
@@ -355,21 +365,22 @@ func (sh *shard) get(key string, now int64) (entry, bool) {
 	return e, ok && e.expiresAt > now
 }
 
-// fill makes the zero record r the caller's copy of e: the response copied
-// (a completed record), or LockedUntil set to the same instant as ExpiresAt
-// (in progress).
-func (e *entry) fill(r *store.Record, key string) {
-	r.Key = key
-	r.Fingerprint = e.fingerprint
-	r.Status = e.status
-	r.Token = e.token
-	r.ExpiresAt = time.Unix(0, e.expiresAt)
-	r.Attempt, r.Fence = e.attempt, e.fence
-	if e.status == store.StatusInProgress {
-		r.LockedUntil = r.ExpiresAt
-	} else {
-		r.Response = bytes.Clone(e.response)
+// record returns the caller's copy of e: the response copied (a completed
+// record), or LockedUntil set to the same instant as ExpiresAt (in progress).
+func (e *entry) record(key string) store.Record {
+	if e.status == store.StatusCompleted {
+		return e.completed(key)
 	}
+	t := time.Unix(0, e.expiresAt)
+	return store.Record{Key: key, Fingerprint: e.fingerprint, Status: e.status, Token: e.token,
+		LockedUntil: t, ExpiresAt: t, Attempt: e.attempt, Fence: e.fence}
+}
+
+// completed returns the caller's copy of the completed record e, with its
+// own copy of the response (the one allocation of a replay).
+func (e *entry) completed(key string) store.Record {
+	return store.Record{Key: key, Fingerprint: e.fingerprint, Status: e.status, Token: e.token,
+		Response: bytes.Clone(e.response), ExpiresAt: time.Unix(0, e.expiresAt), Attempt: e.attempt, Fence: e.fence}
 }
 
 // addNanos returns now+d in Unix nanoseconds, saturating instead of overflowing.

@@ -8,8 +8,8 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash"
@@ -40,8 +40,9 @@ var notKept = []byte("\x00idem:response-not-kept")
 // scratch is the working memory of one seal or open: reused, so that a
 // fingerprint costs no allocation but its result.
 type scratch struct {
-	a, b []byte
-	sum  [sha256.Size]byte
+	a, b  []byte
+	sum   [sha256.Size]byte
+	nonce [nonceLen]byte
 }
 
 var scratches = sync.Pool{New: func() any { return &scratch{a: make([]byte, 0, 2048), b: make([]byte, 0, 2048)} }}
@@ -90,19 +91,20 @@ func (kr *keyring) byID(ctx context.Context, scope, id string) (*derived, error)
 }
 
 func (kr *keyring) derive(scope string, k Key) (*derived, error) {
+	// A key found derived was checked when it was derived: its id is the
+	// map's, its secret compared with the one it was derived from.
+	if len(k.Secret) == SecretLen {
+		if m := kr.m.Load(); m != nil {
+			if d := (*m)[derivedID{scope, k.ID}]; d != nil && sameSecret(&d.secret, k.Secret) {
+				return d, nil
+			}
+		}
+	}
 	if checkKeyID(k.ID) != nil {
 		return nil, fmt.Errorf("the provider's key id %q is not 1 to %d bytes of letters, digits, '.', '_' and '-'", k.ID, MaxKeyIDLen)
 	}
 	if len(k.Secret) != SecretLen {
 		return nil, fmt.Errorf("the provider's key %q: secret is %d bytes, want %d", k.ID, len(k.Secret), SecretLen)
-	}
-	did := derivedID{scope, k.ID}
-	var d *derived
-	if m := kr.m.Load(); m != nil {
-		d = (*m)[did]
-	}
-	if d != nil && subtle.ConstantTimeCompare(d.secret[:], k.Secret) == 1 {
-		return d, nil
 	}
 	// Three keys, bound to the scope: the scope's length first makes the
 	// info unambiguous.
@@ -111,7 +113,7 @@ func (kr *keyring) derive(scope string, k Key) (*derived, error) {
 	if err != nil {
 		return nil, err
 	}
-	d = &derived{id: k.ID, mac: m[64:]}
+	d := &derived{id: k.ID, mac: m[64:]}
 	d.macs.New = func() any { return hmac.New(sha256.New, d.mac) }
 	copy(d.secret[:], k.Secret)
 	if d.resp, err = newGCM(m[:32]); err != nil {
@@ -125,10 +127,21 @@ func (kr *keyring) derive(scope string, k Key) (*derived, error) {
 	if old := kr.m.Load(); old != nil && len(*old) < maxDerived {
 		maps.Copy(next, *old)
 	}
-	next[did] = d
+	next[derivedID{scope, k.ID}] = d
 	kr.m.Store(&next)
 	kr.mu.Unlock()
 	return d, nil
+}
+
+// sameSecret reports whether b (SecretLen bytes) is a, in constant time:
+// word by word, with no early exit (subtle.ConstantTimeCompare goes byte by
+// byte, and this runs on every store call).
+func sameSecret(a *[SecretLen]byte, b []byte) bool {
+	var x uint64
+	for i := 0; i < SecretLen; i += 8 {
+		x |= binary.LittleEndian.Uint64(a[i:]) ^ binary.LittleEndian.Uint64(b[i:])
+	}
+	return x == 0
 }
 
 func newGCM(key []byte) (cipher.AEAD, error) {
@@ -196,8 +209,8 @@ func (d *derived) sealFingerprint(key, fp string) string {
 	nonce := d.fpNonce(sc, key, fp)
 	// sc.a: the store key (associated data), then the fingerprint.
 	sc.a = append(append(sc.a[:0], key...), fp...)
-	sc.b = append(sc.b[:0], nonce[:]...)
-	sc.b = d.fp.Seal(sc.b, nonce[:], sc.a[len(key):], sc.a[:len(key)])
+	sc.b = append(sc.b[:0], nonce...)
+	sc.b = d.fp.Seal(sc.b, nonce, sc.a[len(key):], sc.a[:len(key)])
 	var sb strings.Builder
 	sb.Grow(len(fpPrefix) + len(d.id) + 1 + base64.RawURLEncoding.EncodedLen(len(sc.b)))
 	sb.WriteString(fpPrefix)
@@ -210,15 +223,17 @@ func (d *derived) sealFingerprint(key, fp string) string {
 }
 
 // fpNonce returns the first nonceLen bytes of the HMAC-SHA256 of key, a
-// NUL and fp (a key holds no NUL, so the NUL ends it unambiguously).
-func (d *derived) fpNonce(sc *scratch, key, fp string) (n [nonceLen]byte) {
+// NUL and fp (a key holds no NUL, so the NUL ends it unambiguously), in
+// sc.nonce: the nonce is passed to the AEAD, an interface, so a nonce of
+// its own would escape to the heap.
+func (d *derived) fpNonce(sc *scratch, key, fp string) []byte {
 	h := d.macs.Get().(hash.Hash)
 	h.Reset()
 	sc.a = append(append(append(sc.a[:0], key...), 0), fp...)
 	h.Write(sc.a)
-	copy(n[:], h.Sum(sc.sum[:0]))
+	copy(sc.nonce[:], h.Sum(sc.sum[:0]))
 	d.macs.Put(h)
-	return n
+	return sc.nonce[:]
 }
 
 // fingerprintKeyID returns the key id of a sealed fingerprint, and false
@@ -242,9 +257,9 @@ func (d *derived) openFingerprint(key, s string) (string, error) {
 		return "", fmt.Errorf("fingerprint under key %q: %w", d.id, ErrCorrupt)
 	}
 	sc := scratches.Get().(*scratch)
-	n := d.fpNonce(sc, key, string(fp))
+	ok := hmac.Equal(d.fpNonce(sc, key, string(fp)), b[:nonceLen])
 	scratches.Put(sc)
-	if !hmac.Equal(n[:], b[:nonceLen]) {
+	if !ok {
 		return "", fmt.Errorf("fingerprint under key %q: %w", d.id, ErrCorrupt)
 	}
 	return string(fp), nil

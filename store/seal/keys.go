@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/idemkit/idemkit/store"
 )
@@ -65,11 +67,16 @@ type KeyProvider interface {
 // LocalKeys is a KeyProvider that keeps its keys in process memory: for
 // tests, and for programs that load their keys from a file or a secret
 // manager at start (LoadKeyFile). It is safe for concurrent use.
+//
+// Reads take no lock: the keys are an immutable snapshot that Add and
+// Delete replace (under a lock, copying the scope they change), so that
+// CurrentKey and Key, called on every store call, never contend.
 type LocalKeys struct {
-	mu     sync.RWMutex
-	scopes map[string]*scopeKeys
+	mu     sync.Mutex                            // serialises Add and Delete
+	scopes atomic.Pointer[map[string]*scopeKeys] // never nil after NewLocalKeys; read-only once stored
 }
 
+// scopeKeys is one scope's keys; read-only once in a snapshot.
 type scopeKeys struct {
 	current string
 	keys    map[string][]byte
@@ -78,13 +85,44 @@ type scopeKeys struct {
 var _ KeyProvider = (*LocalKeys)(nil)
 
 // NewLocalKeys returns a LocalKeys without keys.
-func NewLocalKeys() *LocalKeys { return &LocalKeys{scopes: map[string]*scopeKeys{}} }
+func NewLocalKeys() *LocalKeys {
+	k := &LocalKeys{}
+	k.scopes.Store(&map[string]*scopeKeys{})
+	return k
+}
 
 // NewSecret returns SecretLen bytes from crypto/rand, a fresh key secret.
 func NewSecret() []byte {
 	b := make([]byte, SecretLen)
 	_, _ = rand.Read(b) // never fails (crypto/rand.Read panics rather than return an error)
 	return b
+}
+
+// snapshot returns the keys of every scope (nil for a zero LocalKeys).
+func (k *LocalKeys) snapshot() map[string]*scopeKeys {
+	if m := k.scopes.Load(); m != nil {
+		return *m
+	}
+	return nil
+}
+
+// update replaces scope's keys with what change makes of a copy of them,
+// in a new snapshot. The caller holds k.mu.
+func (k *LocalKeys) update(scope string, change func(sk *scopeKeys) error) error {
+	old := k.snapshot()
+	sk := &scopeKeys{keys: map[string][]byte{}}
+	if o := old[scope]; o != nil {
+		sk.current = o.current
+		maps.Copy(sk.keys, o.keys)
+	}
+	if err := change(sk); err != nil {
+		return err
+	}
+	next := make(map[string]*scopeKeys, len(old)+1)
+	maps.Copy(next, old)
+	next[scope] = sk
+	k.scopes.Store(&next)
+	return nil
 }
 
 // Add adds the key id with secret to scope and makes it the scope's current
@@ -102,17 +140,14 @@ func (k *LocalKeys) Add(scope, id string, secret []byte) error {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	sk := k.scopes[scope]
-	if sk == nil {
-		sk = &scopeKeys{keys: map[string][]byte{}}
-		k.scopes[scope] = sk
-	}
-	if old, ok := sk.keys[id]; ok && string(old) != string(secret) {
-		return fmt.Errorf("seal: add key %q: %w: the scope already has a key with this id and another secret; ids must not be reused", id, store.ErrInvalid)
-	}
-	sk.keys[id] = append([]byte(nil), secret...)
-	sk.current = id
-	return nil
+	return k.update(scope, func(sk *scopeKeys) error {
+		if old, ok := sk.keys[id]; ok && string(old) != string(secret) {
+			return fmt.Errorf("seal: add key %q: %w: the scope already has a key with this id and another secret; ids must not be reused", id, store.ErrInvalid)
+		}
+		sk.keys[id] = append([]byte(nil), secret...)
+		sk.current = id
+		return nil
+	})
 }
 
 // Delete deletes scope's key id. Records sealed under it can no longer be
@@ -122,19 +157,21 @@ func (k *LocalKeys) Add(scope, id string, secret []byte) error {
 func (k *LocalKeys) Delete(scope, id string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if sk := k.scopes[scope]; sk != nil {
+	if k.snapshot()[scope] == nil {
+		return
+	}
+	_ = k.update(scope, func(sk *scopeKeys) error {
 		delete(sk.keys, id)
 		if sk.current == id {
 			sk.current = ""
 		}
-	}
+		return nil
+	})
 }
 
 // CurrentKey implements KeyProvider.
 func (k *LocalKeys) CurrentKey(_ context.Context, scope string) (Key, error) {
-	k.mu.RLock()
-	defer k.mu.RUnlock()
-	if sk := k.scopes[scope]; sk != nil && sk.current != "" {
+	if sk := k.snapshot()[scope]; sk != nil && sk.current != "" {
 		return Key{ID: sk.current, Secret: sk.keys[sk.current]}, nil
 	}
 	return Key{}, fmt.Errorf("%w: no current key for the scope", ErrKeyNotFound)
@@ -142,9 +179,7 @@ func (k *LocalKeys) CurrentKey(_ context.Context, scope string) (Key, error) {
 
 // Key implements KeyProvider.
 func (k *LocalKeys) Key(_ context.Context, scope, id string) (Key, error) {
-	k.mu.RLock()
-	defer k.mu.RUnlock()
-	if sk := k.scopes[scope]; sk != nil {
+	if sk := k.snapshot()[scope]; sk != nil {
 		if s, ok := sk.keys[id]; ok {
 			return Key{ID: id, Secret: s}, nil
 		}

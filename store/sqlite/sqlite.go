@@ -37,7 +37,7 @@ type Store struct {
 	gate  chan struct{}
 	queue writeQueue
 	// reads bounds the reads running at once outside InTx (see
-	// runner.record): one connection fewer than the pool Open makes.
+	// runner.record) to the size of the pool Open makes.
 	reads chan struct{}
 	// epoch and lastProgress (nanoseconds since epoch, on the monotonic
 	// clock) tell when a writer last finished.
@@ -102,7 +102,7 @@ func newStore(db *sql.DB, o options) *Store {
 		wait:  o.busyTimeout,
 		batch: o.purgeBatch,
 		gate:  make(chan struct{}, 1),
-		reads: make(chan struct{}, max(1, o.maxConns-1)),
+		reads: make(chan struct{}, max(1, o.maxConns)),
 		epoch: time.Now(),
 	}
 	for i := range s.stmts {

@@ -15,6 +15,7 @@ type stmtID int
 
 const (
 	stmtClaim stmtID = iota
+	stmtInsert
 	stmtRead
 	stmtGet
 	stmtComplete
@@ -58,6 +59,17 @@ ON CONFLICT (key) DO UPDATE SET
 WHERE ` + t + `.expires_at <= ?5
 	OR (` + t + `.status = 1 AND ` + t + `.token = excluded.token AND ` + t + `.fingerprint = excluded.fingerprint)
 RETURNING attempt, fence`
+	case stmtInsert:
+		// ?1 key, ?2 fingerprint, ?3 token, ?4 locked_until, ?5 now: the
+		// arguments of stmtClaim. Takes an absent key only, with the row
+		// stmtClaim would insert (attempt 1, fence max(now, 1)), and changes
+		// nothing when a row is there, whatever it is: a claim that writes
+		// first runs it (see runner.claim), so a new key costs one plain
+		// INSERT, without RETURNING, and anything else is judged from a
+		// read and stmtClaim.
+		return `INSERT INTO ` + t + ` (key, fingerprint, token, status, response, locked_until, expires_at, attempt, fence)
+VALUES (?1, ?2, ?3, 1, NULL, ?4, ?4, 1, max(?5, 1))
+ON CONFLICT (key) DO NOTHING`
 	case stmtRead:
 		// ?1 key. The row as it is, live or not: Claim judges it.
 		return `SELECT fingerprint, token, status, response, locked_until, expires_at, attempt, fence FROM ` + t + ` WHERE key = ?1`

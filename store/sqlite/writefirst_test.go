@@ -56,7 +56,7 @@ func TestClaimOrderFollowsTheLoad(t *testing.T) {
 	c, err := s.Claim(ctx, "new", "fp", tok, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, store.Acquired, c.Outcome)
-	require.Equal(t, []stmtID{stmtClaim}, log.take(), "a new key after acquisitions: the write alone")
+	require.Equal(t, []stmtID{stmtInsert}, log.take(), "a new key after acquisitions: the INSERT alone")
 
 	other := store.NewToken()
 	for range 2 * claimHintMax {
@@ -119,7 +119,18 @@ func TestClaimWriteFirstOutcomes(t *testing.T) {
 		if c.want == store.Completed {
 			require.Equal(t, []byte("resp"), got.Record.Response)
 		}
-		require.Equal(t, stmtClaim, log.take()[0], "%s: written first", c.key)
+		switch c.key {
+		case "lapses": // taken over: one attempt more, a fence of now
+			require.Equal(t, uint32(2), got.Record.Attempt)
+			require.Equal(t, uint64(clock().UnixMicro()), got.Record.Fence)
+		case "absent": // as the claim statement makes a new row
+			require.Equal(t, uint32(1), got.Record.Attempt)
+			require.Equal(t, uint64(clock().UnixMicro()), got.Record.Fence)
+			r, err := s.Get(ctx, c.key)
+			require.NoError(t, err)
+			require.Equal(t, got.Record, r, "the record the claim reported is the stored one")
+		}
+		require.Equal(t, stmtInsert, log.take()[0], "%s: written first", c.key)
 	}
 
 	// In InTx, writing first writes in the caller's transaction.
