@@ -47,3 +47,14 @@ func BenchmarkFingerprint(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkScopedKey measures the store key a middleware builds for every
+// request: a client key under a tenant and a caller.
+func BenchmarkScopedKey(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := keyer.ScopedKey("8e03978e-40d5-43e8-bc93-6894a57f9324", "acme", "alice"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

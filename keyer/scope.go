@@ -62,17 +62,20 @@ func ScopedKey(key string, scope ...string) (string, error) {
 		return "", scopeErr("the scope takes " + strconv.Itoa(n) + " bytes with its length prefixes, more than " + strconv.Itoa(MaxScopeLen) + "; keep scope parts short (ids, not names)")
 	}
 	n += decLen(len(key)) + 1 + len(key)
-	b := make([]byte, 0, n)
+	// One allocation: the Builder's buffer becomes the string.
+	var b strings.Builder
+	b.Grow(n)
+	var num [20]byte
 	for _, p := range scope {
-		b = strconv.AppendInt(b, int64(len(p)), 10)
-		b = append(b, ':')
-		b = append(b, p...)
-		b = append(b, '|')
+		b.Write(strconv.AppendInt(num[:0], int64(len(p)), 10))
+		b.WriteByte(':')
+		b.WriteString(p)
+		b.WriteByte('|')
 	}
-	b = strconv.AppendInt(b, int64(len(key)), 10)
-	b = append(b, ':')
-	b = append(b, key...)
-	return string(b), nil
+	b.Write(strconv.AppendInt(num[:0], int64(len(key)), 10))
+	b.WriteByte(':')
+	b.WriteString(key)
+	return b.String(), nil
 }
 
 // SplitScopedKey reverses ScopedKey: it returns the parts of a store key, the

@@ -143,3 +143,16 @@ func TestScopedKeyLimits(t *testing.T) {
 		t.Fatalf("empty key: %v", err)
 	}
 }
+
+// TestScopedKeyOneAllocation: the key is built in one buffer that becomes
+// the string (it runs on every request).
+func TestScopedKeyOneAllocation(t *testing.T) {
+	n := testing.AllocsPerRun(100, func() {
+		if _, err := keyer.ScopedKey("8e03978e-40d5-43e8-bc93-6894a57f9324", "acme", "alice"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n != 1 {
+		t.Fatalf("ScopedKey makes %v allocations, want 1", n)
+	}
+}
