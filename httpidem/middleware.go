@@ -172,10 +172,7 @@ func (m *middleware) verdict(status, size int, switched bool, encode func() []by
 // is captured as it goes; the engine renews the lease and settles the key.
 func (m *middleware) serveLease(ctx context.Context, w http.ResponseWriter, r *http.Request, next http.Handler, key, fp string) {
 	l := leaseRuns.Get().(*leaseRun)
-	l.m, l.r, l.next = m, r, next
-	l.tw.reset(w, m.maxResponse)
-	l.h = &handlerWriter{}
-	l.h.t.Store(&l.tw)
+	l.m, l.w, l.r, l.next = m, w, r, next
 	res, err := m.e.Run(ctx, key, fp, l.work, m.run...)
 	l.release()
 	m.answer(w, r, next, key, res, err, nil)
@@ -186,8 +183,9 @@ func (m *middleware) serveLease(ctx context.Context, w http.ResponseWriter, r *h
 // neither a recorder nor a closure.
 type leaseRun struct {
 	tw     teeWriter
-	h      *handlerWriter // the handler's own handle on tw, cut off at release
+	h      *handlerWriter // the handler's own handle on tw, cut off at release; nil until run
 	m      *middleware
+	w      http.ResponseWriter
 	r      *http.Request
 	next   http.Handler
 	work   idem.Work     // l.run
@@ -200,9 +198,14 @@ var leaseRuns = sync.Pool{New: func() any {
 	return l
 }}
 
-// run is the engine's work: the handler, writing through the recorder.
+// run is the engine's work: the handler, writing through the recorder. The
+// recorder and the handler's handle on it are set up here, not before Run:
+// a replay, the common duplicate, needs neither.
 func (l *leaseRun) run(wctx context.Context) idem.Verdict {
 	tw, r := &l.tw, l.r
+	tw.reset(l.w, l.m.maxResponse)
+	l.h = &handlerWriter{}
+	l.h.t.Store(tw)
 	l.next.ServeHTTP(l.h, r.WithContext(wctx))
 	// The client has its whole answer now, whatever recording it takes.
 	tw.finish(r.Method)
@@ -215,9 +218,12 @@ func (l *leaseRun) encoded() []byte { return l.tw.encoded(&l.m.headers) }
 // returned: nothing calls work or encode after that). A recorder whose
 // buffers grew past pooledMax is left to the collector.
 func (l *leaseRun) release() {
-	l.h.t.Store(nil) // a late write by the handler now goes nowhere
-	l.m, l.r, l.next, l.h = nil, nil, nil, nil
-	if !l.tw.clear() {
+	ran := l.h != nil
+	if ran {
+		l.h.t.Store(nil) // a late write by the handler now goes nowhere
+	}
+	l.m, l.w, l.r, l.next, l.h = nil, nil, nil, nil, nil
+	if ran && !l.tw.clear() {
 		return
 	}
 	leaseRuns.Put(l)
