@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 )
 
@@ -135,17 +136,74 @@ func encodeResponse(status int, header http.Header, p *headerPolicy, body []byte
 // decodeResponse checks a stored response and, only when all of it is
 // valid, adds its header fields to h. It returns the status and the body
 // (which aliases b).
+//
+// A replay runs it on every duplicate, so it allocates at most twice: one
+// string holding every name and value that is no common constant
+// (headerName, headerValue), and one []string backing every field's values. Each field's slice is
+// capped at its own values, so that appending to one never writes into the
+// next.
 func decodeResponse(b []byte, h http.Header) (int, []byte, error) {
 	status, fields, body, err := parseHead(b)
 	if err != nil {
 		return 0, nil, err
 	}
-	for len(fields) > 0 {
+	if len(fields) == 0 {
+		return status, body, nil
+	}
+	count, size := 0, 0
+	for f := fields; len(f) > 0; count++ {
+		name, rest, _ := cutField(f)
+		value, rest, _ := cutField(rest)
+		if _, ok := headerName(name); !ok {
+			size += len(name)
+		}
+		if _, ok := headerValue(value); !ok {
+			size += len(value)
+		}
+		f = rest
+	}
+	var text string // the names and values that are no constant, one after the other
+	if size > 0 {
+		var sb strings.Builder
+		sb.Grow(size)
+		for f := fields; len(f) > 0; {
+			name, rest, _ := cutField(f)
+			value, rest, _ := cutField(rest)
+			if _, ok := headerName(name); !ok {
+				sb.Write(name)
+			}
+			if _, ok := headerValue(value); !ok {
+				sb.Write(value)
+			}
+			f = rest
+		}
+		text = sb.String()
+	}
+	vals := make([]string, count)
+	last, start := "", 0 // the field the previous value went to, and where its values start in vals
+	for i := 0; len(fields) > 0; i++ {
 		name, rest, _ := cutField(fields)
 		value, rest, _ := cutField(rest)
-		k := headerName(name)
-		h[k] = append(h[k], string(value))
 		fields = rest
+		k, ok := headerName(name)
+		if !ok {
+			k, text = text[:len(name)], text[len(name):]
+		}
+		v, ok := headerValue(value)
+		if !ok {
+			v, text = text[:len(value)], text[len(value):]
+		}
+		vals[i] = v
+		switch {
+		case i > 0 && k == last:
+			h[k] = vals[start : i+1 : i+1] // the field's values so far, grown in place
+		case len(h[k]) > 0:
+			h[k] = append(h[k], v) // the field was set before: add to it
+			last = ""
+		default:
+			h[k] = vals[i : i+1 : i+1]
+			last, start = k, i
+		}
 	}
 	return status, body, nil
 }
@@ -199,23 +257,62 @@ func cutField(b []byte) (field, rest []byte, ok bool) {
 	return b[n : n+int(l)], b[n+int(l):], true
 }
 
-// headerName returns a common header name without allocating.
-func headerName(b []byte) string {
+// headerName returns a common header name without allocating, and reports
+// whether b is one.
+func headerName(b []byte) (string, bool) {
 	switch string(b) {
 	case "Content-Type":
-		return "Content-Type"
+		return "Content-Type", true
 	case "Location":
-		return "Location"
+		return "Location", true
 	case "Cache-Control":
-		return "Cache-Control"
+		return "Cache-Control", true
 	case "Etag":
-		return "Etag"
+		return "Etag", true
 	case "Last-Modified":
-		return "Last-Modified"
+		return "Last-Modified", true
 	case "Content-Encoding":
-		return "Content-Encoding"
+		return "Content-Encoding", true
 	case "Vary":
-		return "Vary"
+		return "Vary", true
+	case "Content-Language":
+		return "Content-Language", true
+	case "Content-Disposition":
+		return "Content-Disposition", true
+	case "X-Content-Type-Options":
+		return "X-Content-Type-Options", true
+	case "Link":
+		return "Link", true
+	case "Expires":
+		return "Expires", true
 	}
-	return string(b)
+	return "", false
+}
+
+// headerValue returns a common header value without allocating, and
+// reports whether b is one.
+func headerValue(b []byte) (string, bool) {
+	switch string(b) {
+	case "application/json":
+		return "application/json", true
+	case "application/json; charset=utf-8":
+		return "application/json; charset=utf-8", true
+	case "application/problem+json":
+		return "application/problem+json", true
+	case "text/plain; charset=utf-8":
+		return "text/plain; charset=utf-8", true
+	case "text/html; charset=utf-8":
+		return "text/html; charset=utf-8", true
+	case "no-store":
+		return "no-store", true
+	case "no-cache":
+		return "no-cache", true
+	case "nosniff":
+		return "nosniff", true
+	case "gzip":
+		return "gzip", true
+	case "Accept-Encoding":
+		return "Accept-Encoding", true
+	}
+	return "", false
 }

@@ -81,14 +81,19 @@ func FuzzDecodeResponse(f *testing.F) {
 	f.Add(encodeResponse(201, http.Header{"A": {"b", "c"}}, &all, []byte("body")))
 	f.Add([]byte{1, 0xc8, 0x01, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h := http.Header{}
+		h := http.Header{"Pre": {"set"}}
 		status, body, err := decodeResponse(b, h)
 		if err != nil {
-			if len(h) != 0 {
+			if len(h) != 1 {
 				t.Fatalf("a failed decode of %q left header %v", b, h)
 			}
 			return
 		}
+		// The same fields as the plain decoder's, one value at a time.
+		if want := decodeSimply(t, b, http.Header{"Pre": {"set"}}); !equalHeaders(h, want) {
+			t.Fatalf("decode of %q = %q, want %q", b, h, want)
+		}
+		delete(h, "Pre")
 		// Whatever decodes re-encodes and decodes to the same response
 		// (headers the policy never replays aside).
 		h2 := http.Header{}
@@ -97,4 +102,101 @@ func FuzzDecodeResponse(f *testing.F) {
 			t.Fatalf("re-encoding %q: %v", b, err)
 		}
 	})
+}
+
+// decodeSimply is the plain decoder decodeResponse must agree with: every
+// value its own string, appended to its field.
+func decodeSimply(t *testing.T, b []byte, h http.Header) http.Header {
+	t.Helper()
+	_, fields, _, err := parseHead(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(fields) > 0 {
+		name, rest, _ := cutField(fields)
+		value, rest, _ := cutField(rest)
+		h[string(name)] = append(h[string(name)], string(value))
+		fields = rest
+	}
+	return h
+}
+
+func equalHeaders(a, b http.Header) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, vs := range a {
+		if strings.Join(vs, "\x00") != strings.Join(b[k], "\x00") || len(vs) != len(b[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestDecodeSharesNoBacking: the decoded fields share one backing array and
+// one string, yet appending to a field, as a handler or an outer middleware
+// may, changes no other field, and a field set before the replay keeps its
+// values.
+func TestDecodeSharesNoBacking(t *testing.T) {
+	all := newHeaderPolicy(nil, nil)
+	var enc []byte
+	{
+		// Built by hand, to fix the order: A, A, B, A (a repeat that is not
+		// consecutive), Pre (set before the decode), C.
+		enc = []byte{codecVersion, 0xc9, 0x01, 6}
+		for _, f := range [][2]string{{"A", "1"}, {"A", "application/json"}, {"B", "2"}, {"A", "3"}, {"Pre", "4"}, {"C", "5"}} {
+			enc = append(enc, byte(len(f[0])))
+			enc = append(enc, f[0]...)
+			enc = append(enc, byte(len(f[1])))
+			enc = append(enc, f[1]...)
+		}
+		enc = append(enc, "body"...)
+	}
+	h := http.Header{"Pre": {"0"}}
+	status, body, err := decodeResponse(enc, h)
+	if err != nil || status != 201 || string(body) != "body" {
+		t.Fatalf("decode = %d, %q, %v", status, body, err)
+	}
+	want := http.Header{"A": {"1", "application/json", "3"}, "B": {"2"}, "Pre": {"0", "4"}, "C": {"5"}}
+	if !equalHeaders(h, want) {
+		t.Fatalf("header = %q, want %q", h, want)
+	}
+	for k := range h {
+		h[k] = append(h[k], "added")
+	}
+	for k, vs := range want {
+		if got := h[k][:len(h[k])-1]; strings.Join(got, ",") != strings.Join(vs, ",") {
+			t.Fatalf("after appending to every field, %s = %q, want %q and the addition", k, h[k], vs)
+		}
+	}
+	// A round trip through the encoder agrees too.
+	h2 := http.Header{}
+	if _, _, err := decodeResponse(encodeResponse(201, want, &all, nil), h2); err != nil || !equalHeaders(h2, want) {
+		t.Fatalf("round trip = %q, %v", h2, err)
+	}
+}
+
+// TestDecodeAllocations: a replay's decode makes at most two allocations
+// whatever its fields, and none beyond the field slice for common values.
+func TestDecodeAllocations(t *testing.T) {
+	all := newHeaderPolicy(nil, nil)
+	for _, c := range []struct {
+		h    http.Header
+		want float64
+	}{
+		{http.Header{"Content-Type": {"application/json"}}, 1},
+		{http.Header{"Content-Type": {"application/json"}, "Location": {"/payments/1"}, "X-Multi": {"a", "b"}}, 2},
+	} {
+		enc := encodeResponse(201, c.h, &all, []byte("{}"))
+		h := http.Header{}
+		n := testing.AllocsPerRun(100, func() {
+			clear(h)
+			if _, _, err := decodeResponse(enc, h); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if n > c.want {
+			t.Errorf("decoding %v makes %v allocations, want at most %v", c.h, n, c.want)
+		}
+	}
 }
