@@ -86,7 +86,9 @@ type requestKey struct{}
 
 // RequestFrom returns the request a run of the middleware serves, from the
 // context an idem.Tracer is given (TraceRunStart, TraceRunEnd, TraceEvent),
-// so a tracer can name what it reports by method and route.
+// so a tracer can name what it reports by method and route. The request is
+// there only when the engine has a tracer (idem.WithTracer): without one
+// the middleware does not add it.
 func RequestFrom(ctx context.Context) (*http.Request, bool) {
 	r, ok := ctx.Value(requestKey{}).(*http.Request)
 	return r, ok
@@ -145,7 +147,10 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		writeProblem(w, http.StatusBadRequest, CodeBodyUnreadable, "The request body could not be read.", 0)
 		return
 	}
-	ctx := context.WithValue(r.Context(), requestKey{}, r)
+	ctx := r.Context()
+	if m.e.Traced() {
+		ctx = context.WithValue(ctx, requestKey{}, r) // for RequestFrom
+	}
 	if m.tx {
 		m.serveTx(ctx, w, r, next, skey, fp)
 		return

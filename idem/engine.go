@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/idemkit/idemkit/internal/invalid"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/idemkit/idemkit/store"
@@ -82,6 +83,11 @@ func (e *Engine) Wait() time.Duration { return e.opts.wait }
 // CanTransact reports whether the engine's store is a store.Transactor, so
 // that InTx runs can use it.
 func (e *Engine) CanTransact() bool { return e.tx != nil }
+
+// Traced reports whether the engine has a tracer (WithTracer). A surface
+// may skip what only a tracer reads when it has none, as httpidem does with
+// the request it puts in the run's context (RequestFrom).
+func (e *Engine) Traced() bool { return len(e.tracer) > 0 }
 
 // Logger returns the engine's logger (WithLogger), for surfaces that log
 // beside the engine.
@@ -237,7 +243,7 @@ func (e *Engine) Run(ctx context.Context, key, fingerprint string, work Work, op
 		return Result{}, fmt.Errorf("idem: run: %w", err)
 	}
 	r := &run{key: key, fp: fingerprint, caller: ctx} // r.lease: set at each claim (runLease, runTx)
-	if err := invalid.Apply(&r.opts, opts); err != nil {
+	if err := applyRunOptions(&r.opts, opts); err != nil {
 		return Result{}, fmt.Errorf("idem: run: %w", err)
 	}
 	if r.opts.txIfSupported && e.tx != nil {
@@ -269,6 +275,25 @@ func (e *Engine) Run(ctx context.Context, key, fingerprint string, work Work, op
 	res, err = e.run(ctx, r, work)
 	finished = true
 	return res, err
+}
+
+// runOptionsPool holds the runOptions a Run's options are applied to. An
+// option is a function given a pointer, so what it is given escapes to the
+// heap; applied to a pooled value and copied out, they leave the Run's
+// state on the stack.
+var runOptionsPool = sync.Pool{New: func() any { return new(runOptions) }}
+
+func applyRunOptions(dst *runOptions, opts []RunOption) error {
+	if len(opts) == 0 {
+		return nil
+	}
+	o := runOptionsPool.Get().(*runOptions)
+	*o = runOptions{}
+	err := invalid.Apply(o, opts)
+	*dst = *o
+	*o = runOptions{} // no function kept alive by the pool
+	runOptionsPool.Put(o)
+	return err
 }
 
 // run is one Run's state, read by the tracer's end.
