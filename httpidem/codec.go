@@ -34,6 +34,7 @@ type headerSnap struct {
 	names []string
 	ends  []int    // ends[i]: where names[i]'s values end in vals
 	vals  []string // every field's values, one field after the other
+	kept  []string // encode's scratch: each field's canonical name if kept, else ""
 	taken bool
 }
 
@@ -93,22 +94,28 @@ func (s *headerSnap) header() http.Header {
 // fields, in one allocation.
 func (s *headerSnap) encode(status int, p *headerPolicy, body []byte) []byte {
 	conn := s.get("Connection")
+	// Each field is judged once: s.kept[i] is field i's canonical name, or
+	// "" when it is not kept.
+	s.kept = s.kept[:0]
 	count, size := 0, 1+2*binary.MaxVarintLen64+len(body)
 	for i, name := range s.names {
-		if p.keep(http.CanonicalHeaderKey(name), conn) {
-			for _, v := range s.values(i) {
-				count++
-				size += 2*binary.MaxVarintLen64 + len(name) + len(v)
-			}
+		name = http.CanonicalHeaderKey(name)
+		if !p.keep(name, conn) {
+			s.kept = append(s.kept, "")
+			continue
+		}
+		s.kept = append(s.kept, name)
+		for _, v := range s.values(i) {
+			count++
+			size += 2*binary.MaxVarintLen64 + len(name) + len(v)
 		}
 	}
 	b := make([]byte, 0, size)
 	b = append(b, codecVersion)
 	b = binary.AppendUvarint(b, uint64(status))
 	b = binary.AppendUvarint(b, uint64(count))
-	for i, name := range s.names {
-		name = http.CanonicalHeaderKey(name)
-		if !p.keep(name, conn) {
+	for i, name := range s.kept {
+		if name == "" {
 			continue
 		}
 		for _, v := range s.values(i) {
@@ -118,6 +125,7 @@ func (s *headerSnap) encode(status int, p *headerPolicy, body []byte) []byte {
 			b = append(b, v...)
 		}
 	}
+	clear(s.kept) // no strings kept alive by the pool
 	return append(b, body...)
 }
 

@@ -49,7 +49,7 @@ const pooledMax = 64 << 10
 func (t *teeWriter) reset(w http.ResponseWriter, maxBody int) {
 	hs := t.header
 	*t = teeWriter{w: w, max: maxBody, body: t.body[:0], held: t.held[:0]}
-	t.header = headerSnap{names: hs.names[:0], ends: hs.ends[:0], vals: hs.vals[:0]}
+	t.header = headerSnap{names: hs.names[:0], ends: hs.ends[:0], vals: hs.vals[:0], kept: hs.kept[:0]}
 }
 
 // clear drops every reference a pooled recorder holds, and reports whether
@@ -63,7 +63,7 @@ func (t *teeWriter) clear() bool {
 	clear(hs.names[:cap(hs.names)]) // no strings kept alive by the pool
 	clear(hs.vals[:cap(hs.vals)])
 	t.body, t.held = body[:0], held[:0]
-	t.header = headerSnap{names: hs.names[:0], ends: hs.ends[:0], vals: hs.vals[:0]}
+	t.header = headerSnap{names: hs.names[:0], ends: hs.ends[:0], vals: hs.vals[:0], kept: hs.kept[:0]}
 	return true
 }
 
@@ -176,7 +176,7 @@ func (t *teeWriter) finish(method string) {
 			t.WriteHeader(http.StatusOK)
 		}
 		h := t.w.Header()
-		if h.Get("Content-Length") == "" && h.Get("Transfer-Encoding") == "" && len(h["Trailer"]) == 0 &&
+		if first(h, "Content-Length") == "" && first(h, "Transfer-Encoding") == "" && len(h["Trailer"]) == 0 &&
 			!hasTrailerPrefix(h) && bodyAllowed(t.status) && method != http.MethodHead {
 			t.clen = strconv.Itoa(len(t.held))
 		}
@@ -202,6 +202,15 @@ func flush(w http.ResponseWriter) error {
 			return http.ErrNotSupported
 		}
 	}
+}
+
+// first is h.Get for a name already in canonical form, without
+// canonicalizing it again.
+func first(h http.Header, canonical string) string {
+	if vs := h[canonical]; len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
 }
 
 func hasTrailerPrefix(h http.Header) bool {

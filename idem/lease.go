@@ -185,7 +185,7 @@ func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *
 			// The first attempt's context lives in the heartbeat: one
 			// allocation fewer on the usual path.
 			first, actx = false, &hb.attempt
-			actx.init(bctx, attemptTimeout(lease))
+			actx.parent, actx.deadline = bctx, start.Add(attemptTimeout(lease)) // init, on the clock read above
 		} else {
 			actx = newAttempt(bctx, attemptTimeout(lease))
 		}
