@@ -309,7 +309,13 @@ type run struct {
 
 func (e *Engine) run(ctx context.Context, r *run, work Work) (Result, error) {
 	if r.opts.tx {
-		return e.runTx(ctx, r, work)
+		// The transaction's function holds the run: it escapes to the
+		// heap. A copy does, so that in lease mode r stays on Run's stack.
+		h := new(run)
+		*h = *r
+		res, err := e.runTx(ctx, h, work)
+		*r = *h
+		return res, err
 	}
 	return e.runLease(ctx, r, work)
 }
