@@ -42,7 +42,7 @@ var ErrBadScope = errors.New("keyer: invalid scope")
 // ErrBadScope. A key that is empty, longer than MaxKeyLen bytes, not UTF-8 or
 // holding NUL gives a *KeyError matching ErrMalformedKey.
 func ScopedKey(key string, scope ...string) (string, error) {
-	if key == "" || !utf8.ValidString(key) || strings.IndexByte(key, 0) >= 0 {
+	if key == "" || !textNoNUL(key) {
 		return "", keyErr(ReasonBadChar, "the Idempotency-Key is empty or not valid text")
 	}
 	if len(key) > MaxKeyLen {
@@ -50,10 +50,10 @@ func ScopedKey(key string, scope ...string) (string, error) {
 	}
 	n := 0
 	for i, p := range scope {
-		if !utf8.ValidString(p) {
-			return "", scopeErr("scope part " + strconv.Itoa(i) + " is not valid UTF-8")
-		}
-		if strings.IndexByte(p, 0) >= 0 {
+		if !textNoNUL(p) {
+			if !utf8.ValidString(p) {
+				return "", scopeErr("scope part " + strconv.Itoa(i) + " is not valid UTF-8")
+			}
 			return "", scopeErr("scope part " + strconv.Itoa(i) + " contains a NUL byte")
 		}
 		n += decLen(len(p)) + 1 + len(p) + 1
@@ -112,6 +112,21 @@ type scopeError struct{ detail string }
 
 func (e *scopeError) Error() string        { return "keyer: invalid scope: " + e.detail }
 func (e *scopeError) Is(target error) bool { return target == ErrBadScope }
+
+// textNoNUL reports whether s is valid UTF-8 without a NUL byte: one pass
+// over the bytes for ASCII, the usual case, and utf8.ValidString only from
+// the first byte above 0x7f.
+func textNoNUL(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == 0:
+			return false
+		case c >= utf8.RuneSelf:
+			return utf8.ValidString(s[i:]) && strings.IndexByte(s[i:], 0) < 0
+		}
+	}
+	return true
+}
 
 func decLen(n int) int {
 	d := 1

@@ -156,3 +156,26 @@ func TestScopedKeyOneAllocation(t *testing.T) {
 		t.Fatalf("ScopedKey makes %v allocations, want 1", n)
 	}
 }
+
+// TestTextNoNUL: the ASCII fast path agrees with utf8.ValidString and a
+// search for NUL on every kind of input.
+func TestTextNoNUL(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	alphabet := []string{"a", "Z", "0", "\x00", "é", "\xff", "\xc3", "€", "\x7f", "-"}
+	for range 20000 {
+		var b strings.Builder
+		for range r.IntN(12) {
+			b.WriteString(alphabet[r.IntN(len(alphabet))])
+		}
+		s := b.String()
+		want := utf8.ValidString(s) && !strings.Contains(s, "\x00")
+		_, err := keyer.ScopedKey("k", s)
+		if got := err == nil; got != want {
+			t.Fatalf("ScopedKey(\"k\", %q) err = %v, want valid = %v", s, err, want)
+		}
+		_, err = keyer.ScopedKey(s)
+		if got := err == nil; got != (want && s != "") {
+			t.Fatalf("ScopedKey(%q) err = %v, want valid = %v", s, err, want && s != "")
+		}
+	}
+}
