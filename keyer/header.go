@@ -106,7 +106,7 @@ func keyErr(r Reason, detail string) *KeyError { return &KeyError{Reason: r, Det
 // as the IETF draft says) or a bare token, and returns the key without quotes
 // or escapes. Errors are *KeyError.
 func Parse(h http.Header) (string, error) {
-	vs := h.Values(Header)
+	vs := h[Header] // h.Values(Header) without canonicalizing a canonical name again
 	switch len(vs) {
 	case 0:
 		return "", keyErr(ReasonMissing, "the Idempotency-Key header is required")

@@ -132,3 +132,11 @@ func FuzzParseValue(f *testing.F) {
 		}
 	})
 }
+
+// TestHeaderIsCanonical: Parse reads h[Header] directly, which is
+// h.Values(Header) only while Header is in canonical form.
+func TestHeaderIsCanonical(t *testing.T) {
+	if c := http.CanonicalHeaderKey(keyer.Header); c != keyer.Header {
+		t.Fatalf("keyer.Header = %q, canonical form %q", keyer.Header, c)
+	}
+}
