@@ -83,9 +83,14 @@ func (e *Engine) runHeld(ctx context.Context, r *run, tok store.Token, claimed t
 			e.emit(ctx, Event{Kind: Released, Key: key, Reason: "panic"})
 		}
 	}()
-	r.workStart = time.Now()
+	traced := len(e.tracer) > 0 // the times are for the tracer's RunEnd only
+	if traced {
+		r.workStart = time.Now()
+	}
 	v := work(wctx)
-	r.workEnd = time.Now()
+	if traced {
+		r.workEnd = time.Now()
+	}
 	r.verdict = v
 	returned = true
 	return e.settle(ctx, key, tok, hb, v)

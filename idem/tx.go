@@ -171,9 +171,14 @@ func (e *Engine) inTx(ctx context.Context, d *detached, s store.Store, r *run, t
 		}
 	}()
 	wctx, cancel := d.working(ctx, r.caller, a)
-	r.workStart = time.Now()
+	traced := len(e.tracer) > 0 // the times are for the tracer's RunEnd only
+	if traced {
+		r.workStart = time.Now()
+	}
 	run.verdict = work(wctx)
-	r.workEnd = time.Now()
+	if traced {
+		r.workEnd = time.Now()
+	}
 	cancel(nil)
 	d.settling(r.lease)
 	r.verdict = run.verdict
