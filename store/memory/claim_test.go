@@ -1,0 +1,142 @@
+package memory
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/store"
+)
+
+// claimPaths is every state a Claim can find under its key, each with the
+// claims that reach a different branch of Store.Claim (its fast path for a
+// live record of the claim's fingerprint, and shard.claim for the rest),
+// and the outcome the contract (docs/DESIGN.md, store.Classify) gives.
+var claimPaths = []struct {
+	name  string
+	state *entry // nil: no record
+	fp    string
+	token store.Token
+	want  store.Outcome
+}{
+	{"absent", nil, "fp", "t2", store.Acquired},
+	{"completed/same fp", &entry{fingerprint: "fp", token: "t1", status: store.StatusCompleted, response: []byte("done")}, "fp", "t2", store.Completed},
+	{"completed/same fp, completing token", &entry{fingerprint: "fp", token: "t1", status: store.StatusCompleted, response: []byte("done")}, "fp", "t1", store.Completed},
+	{"completed/empty response", &entry{fingerprint: "fp", token: "t1", status: store.StatusCompleted, response: []byte{}}, "fp", "t2", store.Completed},
+	{"completed/nil response", &entry{fingerprint: "fp", token: "t1", status: store.StatusCompleted}, "fp", "t2", store.Completed},
+	{"completed/other fp", &entry{fingerprint: "fp", token: "t1", status: store.StatusCompleted, response: []byte("done")}, "fp2", "t2", store.Mismatch},
+	{"completed/other fp, completing token", &entry{fingerprint: "fp", token: "t1", status: store.StatusCompleted, response: []byte("done")}, "fp2", "t1", store.Mismatch},
+	{"completed/empty fp against fp", &entry{fingerprint: "", token: "t1", status: store.StatusCompleted, response: []byte("done")}, "fp", "t2", store.Mismatch},
+	{"in progress/other token", &entry{fingerprint: "fp", token: "t1", status: store.StatusInProgress}, "fp", "t2", store.InProgress},
+	// Mismatch is checked before in progress, for another token and for the holder.
+	{"in progress/other token, other fp", &entry{fingerprint: "fp", token: "t1", status: store.StatusInProgress}, "fp2", "t2", store.Mismatch},
+	{"in progress/holder, other fp", &entry{fingerprint: "fp", token: "t1", status: store.StatusInProgress}, "fp2", "t1", store.Mismatch},
+	{"in progress/holder", &entry{fingerprint: "fp", token: "t1", status: store.StatusInProgress, attempt: 2, fence: 7}, "fp", "t1", store.Acquired},
+	// A fingerprint that shares a prefix or a length with the stored one.
+	{"in progress/other token, longer fp", &entry{fingerprint: "fp", token: "t1", status: store.StatusInProgress}, "fpx", "t2", store.Mismatch},
+	{"completed/same length fp", &entry{fingerprint: "fa", token: "t1", status: store.StatusCompleted, response: []byte("done")}, "fb", "t2", store.Mismatch},
+}
+
+// Store.Claim decides each path as the contract says, returns the record
+// as it stands after the call (for a claim that changes nothing: the stored
+// record, as entry.record builds it), and writes only when it acquires; a
+// live record, a lapsed lease and an expired completed record each.
+func TestClaimFingerprintPaths(t *testing.T) {
+	ctx := context.Background()
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, tc := range claimPaths {
+		for _, lapsed := range []bool{false, true} {
+			if lapsed && tc.state == nil {
+				continue
+			}
+			name := tc.name
+			if lapsed {
+				name += "/lapsed"
+			}
+			t.Run(name, func(t *testing.T) {
+				now := time.Unix(0, base.UnixNano()) // in time.Local, as the store builds its times
+				s := mustNew(t, WithClock(func() time.Time { return now }), WithSweepInterval(0))
+				const key = "k"
+				h, _ := keyOK(key)
+				sh := s.shard(h)
+				var (
+					prev   store.Record
+					seeded entry
+				)
+				if tc.state != nil {
+					e := *tc.state
+					e.expiresAt = now.Add(time.Minute).UnixNano()
+					if lapsed {
+						e.expiresAt = now.Add(-time.Nanosecond).UnixNano()
+					}
+					if e.attempt == 0 {
+						e.attempt, e.fence = 1, 3
+					}
+					sh.m[key] = e
+					seeded, prev = e, e.record(key)
+				}
+				want := tc.want
+				if lapsed {
+					want = store.Acquired // absent, whatever it held
+				}
+				// The oracle agrees with the table: the table is the contract.
+				if tc.state != nil {
+					if f := store.Classify(prev, tc.fp, tc.token, now); f.Outcome != want {
+						t.Fatalf("store.Classify says %v, the table %v", f.Outcome, want)
+					}
+				}
+				c, err := s.Claim(ctx, key, tc.fp, tc.token, time.Hour)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.Outcome != want {
+					t.Fatalf("Claim = %v, want %v", c.Outcome, want)
+				}
+				stored := sh.m[key]
+				if want != store.Acquired {
+					// Nothing written: the record returned is the stored one.
+					if !entryEqual(stored, seeded) {
+						t.Errorf("Claim changed the entry: %+v", stored)
+					}
+					if !reflect.DeepEqual(c.Record, prev) {
+						t.Errorf("Claim record\n %+v\nwant the stored record\n %+v", c.Record, prev)
+					}
+					if len(stored.response) > 0 && &c.Record.Response[0] == &stored.response[0] {
+						t.Errorf("the returned response aliases the stored one")
+					}
+					return
+				}
+				// Acquired: held by the caller for the claim's fingerprint,
+				// with the lease from now, Attempt and Fence as Successor says.
+				attempt, fence := store.Successor(prev, tc.state != nil, tc.token, now)
+				until := now.Add(time.Hour)
+				wantRec := store.Record{Key: key, Fingerprint: tc.fp, Status: store.StatusInProgress, Token: tc.token,
+					LockedUntil: until, ExpiresAt: until, Attempt: attempt, Fence: fence}
+				if !reflect.DeepEqual(c.Record, wantRec) {
+					t.Errorf("Claim record\n %+v\nwant\n %+v", c.Record, wantRec)
+				}
+				if got := stored.record(key); !reflect.DeepEqual(got, wantRec) {
+					t.Errorf("stored record\n %+v\nwant\n %+v", got, wantRec)
+				}
+			})
+		}
+	}
+}
+
+// entryEqual compares two entries field by field (entry holds a slice).
+func entryEqual(a, b entry) bool {
+	return a.fingerprint == b.fingerprint && a.token == b.token && string(a.response) == string(b.response) &&
+		(a.response == nil) == (b.response == nil) && a.expiresAt == b.expiresAt && a.fence == b.fence &&
+		a.attempt == b.attempt && a.status == b.status
+}
+
+func mustNew(tb testing.TB, opts ...Option) *Store {
+	tb.Helper()
+	s, err := New(opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
