@@ -140,3 +140,53 @@ func mustNew(tb testing.TB, opts ...Option) *Store {
 	tb.Cleanup(func() { s.Close() })
 	return s
 }
+
+// The records Claim's fast path builds in place (a replay, another token's
+// live lease) are the ones entry.completed and entry.inProgress build, for
+// every field of an entry, so the literals cannot drift from the canonical
+// builders: each field set to a distinct value in turn.
+func TestClaimRecordLiterals(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(0, time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).UnixNano())
+	base := entry{fingerprint: "fp", token: "holder", expiresAt: now.Add(time.Minute).UnixNano(), attempt: 3, fence: 41}
+	variants := []func(e *entry){
+		func(e *entry) {},
+		func(e *entry) { e.attempt = 1<<32 - 1 },
+		func(e *entry) { e.fence = 1<<64 - 1 },
+		func(e *entry) { e.expiresAt = now.Add(365 * 24 * time.Hour).UnixNano() },
+		func(e *entry) { e.expiresAt = now.UnixNano() + 1 },
+		func(e *entry) { e.token = "other-holder-" + store.NewToken() },
+		func(e *entry) { e.fingerprint = "" },
+		func(e *entry) { e.fingerprint = "a longer fingerprint, 0123456789abcdef" },
+	}
+	for _, status := range []store.Status{store.StatusCompleted, store.StatusInProgress} {
+		for i, vary := range variants {
+			for _, resp := range [][]byte{nil, {}, []byte("the response")} {
+				if status == store.StatusInProgress && resp != nil {
+					continue // an entry in progress has no response
+				}
+				e := base
+				e.status, e.response = status, resp
+				vary(&e)
+				s := mustNew(t, WithClock(func() time.Time { return now }), WithSweepInterval(0))
+				const key = "key"
+				h, _ := keyOK(key)
+				s.shard(h).m[key] = e
+				c, err := s.Claim(ctx, key, e.fingerprint, "claimant", time.Hour)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, wantOutcome := e.inProgress(key), store.InProgress
+				if status == store.StatusCompleted {
+					want, wantOutcome = e.completed(key), store.Completed
+				}
+				if c.Outcome != wantOutcome || !reflect.DeepEqual(c.Record, want) {
+					t.Errorf("%v, variant %d, response %q: Claim = %v\n %+v\nwant %v\n %+v", status, i, resp, c.Outcome, c.Record, wantOutcome, want)
+				}
+				if (c.Record.Response == nil) != (want.Response == nil) {
+					t.Errorf("%v, variant %d: response nil %v, want nil %v", status, i, c.Record.Response == nil, want.Response == nil)
+				}
+			}
+		}
+	}
+}

@@ -165,7 +165,10 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 		// status and one token comparison under the lock, and their record
 		// is built after the unlock. e is a copy and its response is never
 		// written after Complete stored it, so the one copy of the response
-		// needs no lock either.
+		// needs no lock either. Both records are built in the returned
+		// Claim itself, not by entry.completed and entry.inProgress (a
+		// call that fills a Record and has it copied into the Claim):
+		// TestClaimRecordLiterals keeps the two literals in step with them.
 		switch {
 		case e.status == store.StatusCompleted: // a replay
 			sh.mu.Unlock()
@@ -175,7 +178,11 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 			}}, nil
 		case e.token != token: // another token's live lease
 			sh.mu.Unlock()
-			return store.Claim{Outcome: store.InProgress, Record: e.inProgress(key)}, nil
+			t := time.Unix(0, e.expiresAt)
+			return store.Claim{Outcome: store.InProgress, Record: store.Record{
+				Key: key, Fingerprint: e.fingerprint, Status: e.status, Token: e.token,
+				LockedUntil: t, ExpiresAt: t, Attempt: e.attempt, Fence: e.fence,
+			}}, nil
 		}
 	}
 	o := sh.claim(&e, ok, key, fingerprint, token, lease, now)
