@@ -190,3 +190,82 @@ func TestClaimRecordLiterals(t *testing.T) {
 		}
 	}
 }
+
+// cloneBytes copies: the copy equals its source byte for byte, shares no
+// memory with it (writing all of the copy's capacity leaves the source as
+// it was), and keeps nil nil and empty empty, as bytes.Clone does.
+func TestCloneBytes(t *testing.T) {
+	if got := cloneBytes(nil); got != nil {
+		t.Errorf("cloneBytes(nil) = %#v, want nil", got)
+	}
+	if got := cloneBytes([]byte{}); got == nil || len(got) != 0 {
+		t.Errorf("cloneBytes([]byte{}) = %#v, want empty, not nil", got)
+	}
+	for _, n := range []int{1, 7, 8, 22, 64, 1000, 1 << 16} {
+		src := make([]byte, n, n+16) // room beyond len, which a copy must not share either
+		for i := range src {
+			src[i] = byte(i*7 + 1)
+		}
+		orig := string(src)
+		c := cloneBytes(src)
+		if string(c) != orig {
+			t.Fatalf("cloneBytes of %d bytes differs from its source", n)
+		}
+		c = c[:cap(c)]
+		for i := range c {
+			c[i] = 0
+		}
+		if string(src) != orig || string(src[:n+16][n:]) != string(make([]byte, 16)) {
+			t.Fatalf("writing the copy of %d bytes changed its source: they alias", n)
+		}
+	}
+}
+
+// Complete keeps its own copy of the response, and every replay and Get
+// returns another: none of them aliases the caller's buffer, the stored
+// response or each other.
+func TestResponseCopies(t *testing.T) {
+	ctx := context.Background()
+	s := mustNew(t, WithSweepInterval(0))
+	tok := store.NewToken()
+	resp := []byte("the stored response")
+	if _, err := s.Claim(ctx, "k", "fp", tok, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Complete(ctx, "k", tok, resp, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := keyOK("k")
+	stored := s.shard(h).m["k"].response
+	var seen [][]byte
+	seen = append(seen, resp, stored)
+	for i := range 3 {
+		c, err := s.Claim(ctx, "k", "fp", store.NewToken(), time.Minute)
+		if err != nil || c.Outcome != store.Completed {
+			t.Fatalf("replay %d: %v, %v", i, c.Outcome, err)
+		}
+		seen = append(seen, c.Record.Response)
+		r, err := s.Get(ctx, "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, r.Response)
+	}
+	for i, a := range seen {
+		if string(a) != "the stored response" {
+			t.Fatalf("copy %d = %q", i, a)
+		}
+		for j, b := range seen[:i] {
+			if &a[0] == &b[0] {
+				t.Errorf("copies %d and %d share their memory", j, i)
+			}
+		}
+	}
+	for _, b := range seen[2:] {
+		b[0] = 'X' // a caller's copy is its own to change
+	}
+	resp[1] = 'X'
+	if c, _ := s.Claim(ctx, "k", "fp", store.NewToken(), time.Minute); string(c.Record.Response) != "the stored response" {
+		t.Errorf("after callers changed their copies, a replay returns %q", c.Record.Response)
+	}
+}

@@ -14,7 +14,6 @@
 package memory
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -231,7 +230,7 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 	}
 	// Copied before taking the lock; never written again once stored, so
 	// readers may copy it out after unlocking.
-	resp := bytes.Clone(response)
+	resp := cloneBytes(response)
 	now := s.clock()
 	sh := s.shard(h)
 	sh.mu.Lock()
@@ -405,8 +404,19 @@ func (e *entry) inProgress(key string) store.Record {
 		LockedUntil: t, ExpiresAt: t, Attempt: e.attempt, Fence: e.fence}
 }
 
-// cloneBytes returns a copy of b, nil for nil, as bytes.Clone does.
-func cloneBytes(b []byte) []byte { return bytes.Clone(b) }
+// cloneBytes returns a copy of b, nil for nil and empty for empty, as
+// bytes.Clone does, with make and copy: the compiler turns the pair into
+// one allocation that is not zeroed first (runtime.makeslicecopy), where
+// bytes.Clone's append grows a slice (runtime.growslice, which rounds the
+// capacity up to a size class and zeroes the tail).
+func cloneBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	c := make([]byte, len(b))
+	copy(c, b)
+	return c
+}
 
 // addNanos returns now+d in Unix nanoseconds, saturating instead of overflowing.
 func addNanos(now int64, d time.Duration) int64 {
