@@ -155,12 +155,14 @@ func (r runner) claim(ctx context.Context, key, fingerprint string, token store.
 		if writeFirst {
 			writeFirst = false // a retry reads first
 			// A plain INSERT of an absent key: its attempt and fence are
-			// those stmtClaim gives a new row, so it needs no RETURNING.
+			// those stmtClaim gives a new row, store.Successor's for a key
+			// with no record, so it needs no RETURNING.
 			n, _, err = r.tryWrite(ctx, stmtInsert, []any{key, fingerprint, string(token), until, now}, nil)
 			if err != nil {
 				return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
 			}
-			attempt, fence = 1, max(now, 1)
+			a, f := store.Successor(store.Record{}, false, token, fromMicros(now))
+			attempt, fence = int64(a), int64(f)
 		}
 		if n == 0 {
 			// Not written first, or the key has a row, which may be one
