@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/idemkit/idemkit/store"
@@ -343,40 +344,64 @@ func (r runner) get(ctx context.Context, key string) (store.Record, error) {
 	return rec, nil
 }
 
+// recordRow is what scanRecord scans a row of stmtRead or stmtGet into:
+// the columns, and dest, the pointers to them that Scan takes. It is
+// pooled (rowPool): a new one per read made every column, and the slice
+// of pointers, one heap allocation each (they escape through Scan's
+// interface arguments).
+type recordRow struct {
+	fingerprint, token      string
+	status                  int64
+	response                []byte
+	expires, attempt, fence int64
+	dest                    [7]any
+}
+
+var rowPool = sync.Pool{New: func() any {
+	row := &recordRow{}
+	row.dest = [7]any{&row.fingerprint, &row.token, &row.status, &row.response, &row.expires, &row.attempt, &row.fence}
+	return row
+}}
+
 // scanRecord reads a row of stmtRead or stmtGet. No row is store.ErrNotFound.
-func scanRecord(row *sql.Row, key string) (store.Record, error) {
-	var (
-		rec           store.Record
-		token         string
-		status        int64
-		until, expire int64
-		attempt       int64
-		fence         int64
-	)
-	err := row.Scan(&rec.Fingerprint, &token, &status, &rec.Response, &until, &expire, &attempt, &fence)
+// The row has no locked_until: every statement that writes a row sets it
+// to expires_at while in progress and to 0 once completed (see Schema),
+// so LockedUntil is derived from the status and ExpiresAt.
+func scanRecord(sqlRow *sql.Row, key string) (store.Record, error) {
+	row := rowPool.Get().(*recordRow)
+	defer func() {
+		// Nothing the caller now owns stays reachable from the pool.
+		row.fingerprint, row.token, row.response = "", "", nil
+		rowPool.Put(row)
+	}()
+	err := sqlRow.Scan(row.dest[:]...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Record{}, store.ErrNotFound
 	}
 	if err != nil {
 		return store.Record{}, err
 	}
-	rec.Key = key
-	rec.Token = store.Token(token)
-	switch status {
+	rec := store.Record{
+		Key:         key,
+		Fingerprint: row.fingerprint,
+		Token:       store.Token(row.token),
+		ExpiresAt:   fromMicros(row.expires),
+		Attempt:     uint32(row.attempt),
+		Fence:       uint64(row.fence),
+	}
+	switch row.status {
 	case statusInProgress:
 		rec.Status = store.StatusInProgress
-		rec.Response = nil
+		rec.LockedUntil = rec.ExpiresAt
 	case statusCompleted:
 		rec.Status = store.StatusCompleted
+		rec.Response = row.response
 		if rec.Response == nil {
 			rec.Response = []byte{}
 		}
 	default:
-		return store.Record{}, fmt.Errorf("record has unknown status %d", status)
+		return store.Record{}, fmt.Errorf("record has unknown status %d", row.status)
 	}
-	rec.LockedUntil = fromMicros(until)
-	rec.ExpiresAt = fromMicros(expire)
-	rec.Attempt, rec.Fence = uint32(attempt), uint64(fence)
 	return rec, nil
 }
 

@@ -71,11 +71,12 @@ RETURNING attempt, fence`
 VALUES (?1, ?2, ?3, 1, NULL, ?4, ?4, 1, max(?5, 1))
 ON CONFLICT (key) DO NOTHING`
 	case stmtRead:
-		// ?1 key. The row as it is, live or not: Claim judges it.
-		return `SELECT fingerprint, token, status, response, locked_until, expires_at, attempt, fence FROM ` + t + ` WHERE key = ?1`
+		// ?1 key. The row as it is, live or not: Claim judges it. No
+		// locked_until: scanRecord derives it from status and expires_at.
+		return `SELECT fingerprint, token, status, response, expires_at, attempt, fence FROM ` + t + ` WHERE key = ?1`
 	case stmtGet:
 		// ?1 key, ?2 now.
-		return `SELECT fingerprint, token, status, response, locked_until, expires_at, attempt, fence FROM ` + t + ` WHERE key = ?1 AND expires_at > ?2`
+		return `SELECT fingerprint, token, status, response, expires_at, attempt, fence FROM ` + t + ` WHERE key = ?1 AND expires_at > ?2`
 	case stmtComplete:
 		// ?1 key, ?2 token, ?3 response, ?4 expires_at, ?5 now.
 		// Succeeds for a live record of the token, in progress or completed;
