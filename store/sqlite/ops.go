@@ -178,10 +178,15 @@ func (r runner) claim(ctx context.Context, key, fingerprint string, token store.
 			case !errors.Is(err, store.ErrNotFound):
 				return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
 			}
-			// Built here, not before the read: boxing them allocates.
-			if n, err = r.writeRow(ctx, stmtClaim, []any{&attempt, &fence}, key, fingerprint, string(token), until, now); err != nil {
+			// Declared and boxed here, not before the read: what Scan
+			// writes through escapes to the heap, one allocation that a
+			// claim which only reads would make too (attempt and fence
+			// stay on the stack).
+			var ret struct{ attempt, fence int64 }
+			if n, err = r.writeRow(ctx, stmtClaim, []any{&ret.attempt, &ret.fence}, key, fingerprint, string(token), until, now); err != nil {
 				return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
 			}
+			attempt, fence = ret.attempt, ret.fence
 		}
 		if n > 0 {
 			return store.Claim{Outcome: store.Acquired, Record: store.Record{
