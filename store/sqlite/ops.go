@@ -349,29 +349,27 @@ func (r runner) get(ctx context.Context, key string) (store.Record, error) {
 	return rec, nil
 }
 
-// recordRow is what scanRecord scans a row of stmtRead or stmtGet into:
-// the columns, and dest, the pointers to them that Scan takes. It is
-// pooled (rowPool): a new one per read made every column, and the slice
-// of pointers, one heap allocation each (they escape through Scan's
-// interface arguments).
+// recordRow is what scanRecord scans a row of stmtRead or stmtGet into
+// (readColumns): the columns, and dest, the pointers to them that Scan
+// takes. It is pooled (rowPool): a new one per read made every column, and
+// the slice of pointers, one heap allocation each (they escape through
+// Scan's interface arguments).
 type recordRow struct {
-	fingerprint, token      string
-	status                  int64
-	response                []byte
-	expires, attempt, fence int64
-	dest                    [7]any
+	fingerprint, token string
+	state              int64 // attempt<<2 | status
+	response           []byte
+	expires, fence     int64
+	dest               [6]any
 }
 
 var rowPool = sync.Pool{New: func() any {
 	row := &recordRow{}
-	row.dest = [7]any{&row.fingerprint, &row.token, &row.status, &row.response, &row.expires, &row.attempt, &row.fence}
+	row.dest = [6]any{&row.fingerprint, &row.token, &row.state, &row.response, &row.expires, &row.fence}
 	return row
 }}
 
 // scanRecord reads a row of stmtRead or stmtGet. No row is store.ErrNotFound.
-// The row has no locked_until: every statement that writes a row sets it
-// to expires_at while in progress and to 0 once completed (see Schema),
-// so LockedUntil is derived from the status and ExpiresAt.
+// LockedUntil is derived from the status and ExpiresAt (see readColumns).
 func scanRecord(sqlRow *sql.Row, key string) (store.Record, error) {
 	row := rowPool.Get().(*recordRow)
 	defer func() {
@@ -391,10 +389,10 @@ func scanRecord(sqlRow *sql.Row, key string) (store.Record, error) {
 		Fingerprint: row.fingerprint,
 		Token:       store.Token(row.token),
 		ExpiresAt:   fromMicros(row.expires),
-		Attempt:     uint32(row.attempt),
+		Attempt:     uint32(row.state >> 2),
 		Fence:       uint64(row.fence),
 	}
-	switch row.status {
+	switch row.state & 3 {
 	case statusInProgress:
 		rec.Status = store.StatusInProgress
 		rec.LockedUntil = rec.ExpiresAt
@@ -405,7 +403,7 @@ func scanRecord(sqlRow *sql.Row, key string) (store.Record, error) {
 			rec.Response = []byte{}
 		}
 	default:
-		return store.Record{}, fmt.Errorf("record has unknown status %d", row.status)
+		return store.Record{}, errors.New("record has an unknown status (neither 1 nor 2)")
 	}
 	return rec, nil
 }

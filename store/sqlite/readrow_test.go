@@ -2,6 +2,9 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -133,4 +136,80 @@ func TestReadRowPoolKeepsRecordsApart(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// The read folds status and attempt into one column (readColumns): every
+// attempt a row can hold comes back as it is, with its status, and a
+// status other than 1 and 2 is an error, whatever attempt it is folded
+// with: none passes for a valid one (6 is 2 | 1<<2, the state of a
+// completed attempt 1; 5 that of an attempt 1 in progress).
+func TestReadFoldsStatusAndAttempt(t *testing.T) {
+	s := newTestStore(t)
+	ctx := t.Context()
+	future := time.Now().Add(time.Hour).UnixMicro()
+	insert := func(key string, status, attempt int64) {
+		t.Helper()
+		resp := any(nil)
+		if status == statusCompleted {
+			resp = []byte("r")
+		}
+		_, err := s.DB().ExecContext(ctx, `INSERT INTO `+quoteIdent(DefaultTable)+` (key, fingerprint, token, status, response, locked_until, expires_at, attempt, fence)
+VALUES (?1, 'fp', 'tok', ?2, ?3, CASE ?2 WHEN 2 THEN 0 ELSE ?4 END, ?4, ?5, 9)`, key, status, resp, future, attempt)
+		require.NoError(t, err)
+	}
+	for _, attempt := range []int64{0, 1, 2, 3, 4, 1<<31 - 1, 1 << 31, 1<<32 - 1} {
+		for _, status := range []int64{statusInProgress, statusCompleted} {
+			key := "k-" + strconv.FormatInt(status, 10) + "-" + strconv.FormatInt(attempt, 10)
+			insert(key, status, attempt)
+			r, err := s.Get(ctx, key)
+			require.NoError(t, err, key)
+			require.Equal(t, uint32(attempt), r.Attempt, key)
+			require.Equal(t, uint64(9), r.Fence, key)
+			want := map[int64]store.Status{statusInProgress: store.StatusInProgress, statusCompleted: store.StatusCompleted}[status]
+			require.Equal(t, want, r.Status, key)
+			c, err := s.Claim(ctx, key, "fp", "other", time.Minute)
+			require.NoError(t, err, key)
+			require.Equal(t, r, c.Record, key)
+		}
+	}
+	for _, status := range []int64{0, 3, 4, 5, 6, -1, -2, 1 << 40} {
+		for _, attempt := range []int64{0, 1, 7} {
+			key := "bad-" + strconv.FormatInt(status, 10) + "-" + strconv.FormatInt(attempt, 10)
+			insert(key, status, attempt)
+			_, err := s.Get(ctx, key)
+			require.ErrorContains(t, err, "unknown status", key)
+			_, err = s.Claim(ctx, key, "fp", "other", time.Minute)
+			require.ErrorContains(t, err, "unknown status", key)
+		}
+	}
+}
+
+// A pool opened with _texttotime parses a TEXT value without a declared
+// type as a time when it can: the read keeps fingerprint and token as
+// columns (declared TEXT), so one that looks like a time comes back as it
+// is; and the integer columns read through expressions stay integers with
+// _inttotime.
+func TestReadOnTimeParsingPool(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "times.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_texttotime=1&_inttotime=1&_pragma=busy_timeout(5000)")
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	s, err := New(db)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	ctx := t.Context()
+	require.NoError(t, s.Migrate(ctx))
+	for _, fp := range []string{"2026-01-02 03:04:05", "2026-01-02T03:04:05Z", "2026-01-02"} {
+		tok := store.Token("2026-01-02 03:04:05.123456789+00:00")
+		c, err := s.Claim(ctx, "k-"+fp, fp, tok, time.Minute)
+		require.NoError(t, err)
+		require.NoError(t, s.Complete(ctx, "k-"+fp, tok, []byte("2026-01-02"), time.Hour))
+		c, err = s.Claim(ctx, "k-"+fp, fp, "other", time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, store.Completed, c.Outcome, fp)
+		require.Equal(t, fp, c.Record.Fingerprint)
+		require.Equal(t, tok, c.Record.Token)
+		require.Equal(t, []byte("2026-01-02"), c.Record.Response)
+		require.Equal(t, uint32(1), c.Record.Attempt)
+	}
 }
