@@ -14,7 +14,6 @@
 package memory
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -158,24 +157,41 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 	sh := s.shard(h)
 	sh.mu.Lock()
 	e, ok := sh.m[key]
-	if ok && e.expiresAt > now && e.fingerprint == fingerprint && e.status == store.StatusCompleted {
-		// A replay: store.Classify's third case (live, same fingerprint,
-		// completed), decided without building its record and times. e is
-		// a copy and its response is never written after Complete stored
-		// it, so the record (and its one copy of the response) is built
-		// unlocked.
-		sh.mu.Unlock()
-		return store.Claim{Outcome: store.Completed, Record: store.Record{
-			Key: key, Fingerprint: e.fingerprint, Status: e.status, Token: e.token, Response: bytes.Clone(e.response),
-			ExpiresAt: time.Unix(0, e.expiresAt), Attempt: e.attempt, Fence: e.fence,
-		}}, nil
+	if ok && e.expiresAt > now && e.fingerprint == fingerprint {
+		// A live record of this fingerprint (a mismatch, which the
+		// contract reports before anything else, goes on to shard.claim):
+		// store.Classify's third and fifth cases are decided here, by one
+		// status and one token comparison under the lock, and their record
+		// is built after the unlock. e is a copy and its response is never
+		// written after Complete stored it, so the one copy of the response
+		// needs no lock either. Both records are built in the returned
+		// Claim itself, not by entry.completed and entry.inProgress (a
+		// call that fills a Record and has it copied into the Claim):
+		// TestClaimRecordLiterals keeps the two literals in step with them.
+		switch {
+		case e.status == store.StatusCompleted: // a replay
+			sh.mu.Unlock()
+			return store.Claim{Outcome: store.Completed, Record: store.Record{
+				Key: key, Fingerprint: e.fingerprint, Status: e.status, Token: e.token, Response: cloneBytes(e.response),
+				ExpiresAt: time.Unix(0, e.expiresAt), Attempt: e.attempt, Fence: e.fence,
+			}}, nil
+		case e.token != token: // another token's live lease
+			sh.mu.Unlock()
+			t := time.Unix(0, e.expiresAt)
+			return store.Claim{Outcome: store.InProgress, Record: store.Record{
+				Key: key, Fingerprint: e.fingerprint, Status: e.status, Token: e.token,
+				LockedUntil: t, ExpiresAt: t, Attempt: e.attempt, Fence: e.fence,
+			}}, nil
+		}
 	}
 	o := sh.claim(&e, ok, key, fingerprint, token, lease, now)
 	sh.mu.Unlock()
 	return store.Claim{Outcome: o, Record: e.record(key)}, nil
 }
 
-// claim is Store.Claim for every case but a replay, with sh.mu held: e is the stored entry (if ok), which it renews or replaces as
+// claim is Store.Claim for the cases its fast path leaves (an absent or
+// lapsed key, a mismatch, the caller's own lease), with sh.mu held: e is
+// the stored entry (if ok), which it renews or replaces as
 // store.Classify and store.Successor decide, leaving in e the record the
 // claim returns. e is a copy, and a response is never written after
 // Complete stored it, so the caller builds the record unlocked.
@@ -214,7 +230,7 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 	}
 	// Copied before taking the lock; never written again once stored, so
 	// readers may copy it out after unlocking.
-	resp := bytes.Clone(response)
+	resp := cloneBytes(response)
 	now := s.clock()
 	sh := s.shard(h)
 	sh.mu.Lock()
@@ -365,22 +381,41 @@ func (sh *shard) get(key string, now int64) (entry, bool) {
 	return e, ok && e.expiresAt > now
 }
 
-// record returns the caller's copy of e: the response copied (a completed
-// record), or LockedUntil set to the same instant as ExpiresAt (in progress).
+// record returns the caller's copy of e: entry.completed or entry.inProgress.
 func (e *entry) record(key string) store.Record {
 	if e.status == store.StatusCompleted {
 		return e.completed(key)
 	}
-	t := time.Unix(0, e.expiresAt)
-	return store.Record{Key: key, Fingerprint: e.fingerprint, Status: e.status, Token: e.token,
-		LockedUntil: t, ExpiresAt: t, Attempt: e.attempt, Fence: e.fence}
+	return e.inProgress(key)
 }
 
 // completed returns the caller's copy of the completed record e, with its
 // own copy of the response (the one allocation of a replay).
 func (e *entry) completed(key string) store.Record {
 	return store.Record{Key: key, Fingerprint: e.fingerprint, Status: e.status, Token: e.token,
-		Response: bytes.Clone(e.response), ExpiresAt: time.Unix(0, e.expiresAt), Attempt: e.attempt, Fence: e.fence}
+		Response: cloneBytes(e.response), ExpiresAt: time.Unix(0, e.expiresAt), Attempt: e.attempt, Fence: e.fence}
+}
+
+// inProgress returns the caller's copy of the in-progress record e, whose
+// LockedUntil is the same instant as its ExpiresAt.
+func (e *entry) inProgress(key string) store.Record {
+	t := time.Unix(0, e.expiresAt)
+	return store.Record{Key: key, Fingerprint: e.fingerprint, Status: e.status, Token: e.token,
+		LockedUntil: t, ExpiresAt: t, Attempt: e.attempt, Fence: e.fence}
+}
+
+// cloneBytes returns a copy of b, nil for nil and empty for empty, as
+// bytes.Clone does, with make and copy: the compiler turns the pair into
+// one allocation that is not zeroed first (runtime.makeslicecopy), where
+// bytes.Clone's append grows a slice (runtime.growslice, which rounds the
+// capacity up to a size class and zeroes the tail).
+func cloneBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	c := make([]byte, len(b))
+	copy(c, b)
+	return c
 }
 
 // addNanos returns now+d in Unix nanoseconds, saturating instead of overflowing.

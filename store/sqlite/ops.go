@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/idemkit/idemkit/store"
@@ -155,12 +156,14 @@ func (r runner) claim(ctx context.Context, key, fingerprint string, token store.
 		if writeFirst {
 			writeFirst = false // a retry reads first
 			// A plain INSERT of an absent key: its attempt and fence are
-			// those stmtClaim gives a new row, so it needs no RETURNING.
+			// those stmtClaim gives a new row, store.Successor's for a key
+			// with no record, so it needs no RETURNING.
 			n, _, err = r.tryWrite(ctx, stmtInsert, []any{key, fingerprint, string(token), until, now}, nil)
 			if err != nil {
 				return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
 			}
-			attempt, fence = 1, max(now, 1)
+			a, f := store.Successor(store.Record{}, false, token, fromMicros(now))
+			attempt, fence = int64(a), int64(f)
 		}
 		if n == 0 {
 			// Not written first, or the key has a row, which may be one
@@ -175,10 +178,15 @@ func (r runner) claim(ctx context.Context, key, fingerprint string, token store.
 			case !errors.Is(err, store.ErrNotFound):
 				return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
 			}
-			// Built here, not before the read: boxing them allocates.
-			if n, err = r.writeRow(ctx, stmtClaim, []any{&attempt, &fence}, key, fingerprint, string(token), until, now); err != nil {
+			// Declared and boxed here, not before the read: what Scan
+			// writes through escapes to the heap, one allocation that a
+			// claim which only reads would make too (attempt and fence
+			// stay on the stack).
+			var ret struct{ attempt, fence int64 }
+			if n, err = r.writeRow(ctx, stmtClaim, []any{&ret.attempt, &ret.fence}, key, fingerprint, string(token), until, now); err != nil {
 				return store.Claim{}, fmt.Errorf("sqlite: claim: %w", err)
 			}
+			attempt, fence = ret.attempt, ret.fence
 		}
 		if n > 0 {
 			return store.Claim{Outcome: store.Acquired, Record: store.Record{
@@ -341,40 +349,62 @@ func (r runner) get(ctx context.Context, key string) (store.Record, error) {
 	return rec, nil
 }
 
+// recordRow is what scanRecord scans a row of stmtRead or stmtGet into
+// (readColumns): the columns, and dest, the pointers to them that Scan
+// takes. It is pooled (rowPool): a new one per read made every column, and
+// the slice of pointers, one heap allocation each (they escape through
+// Scan's interface arguments).
+type recordRow struct {
+	fingerprint, token string
+	state              int64 // attempt<<2 | status
+	response           []byte
+	expires, fence     int64
+	dest               [6]any
+}
+
+var rowPool = sync.Pool{New: func() any {
+	row := &recordRow{}
+	row.dest = [6]any{&row.fingerprint, &row.token, &row.state, &row.response, &row.expires, &row.fence}
+	return row
+}}
+
 // scanRecord reads a row of stmtRead or stmtGet. No row is store.ErrNotFound.
-func scanRecord(row *sql.Row, key string) (store.Record, error) {
-	var (
-		rec           store.Record
-		token         string
-		status        int64
-		until, expire int64
-		attempt       int64
-		fence         int64
-	)
-	err := row.Scan(&rec.Fingerprint, &token, &status, &rec.Response, &until, &expire, &attempt, &fence)
+// LockedUntil is derived from the status and ExpiresAt (see readColumns).
+func scanRecord(sqlRow *sql.Row, key string) (store.Record, error) {
+	row := rowPool.Get().(*recordRow)
+	defer func() {
+		// Nothing the caller now owns stays reachable from the pool.
+		row.fingerprint, row.token, row.response = "", "", nil
+		rowPool.Put(row)
+	}()
+	err := sqlRow.Scan(row.dest[:]...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Record{}, store.ErrNotFound
 	}
 	if err != nil {
 		return store.Record{}, err
 	}
-	rec.Key = key
-	rec.Token = store.Token(token)
-	switch status {
+	rec := store.Record{
+		Key:         key,
+		Fingerprint: row.fingerprint,
+		Token:       store.Token(row.token),
+		ExpiresAt:   fromMicros(row.expires),
+		Attempt:     uint32(row.state >> 2),
+		Fence:       uint64(row.fence),
+	}
+	switch row.state & 3 {
 	case statusInProgress:
 		rec.Status = store.StatusInProgress
-		rec.Response = nil
+		rec.LockedUntil = rec.ExpiresAt
 	case statusCompleted:
 		rec.Status = store.StatusCompleted
+		rec.Response = row.response
 		if rec.Response == nil {
 			rec.Response = []byte{}
 		}
 	default:
-		return store.Record{}, fmt.Errorf("record has unknown status %d", status)
+		return store.Record{}, errors.New("record has an unknown status (neither 1 nor 2)")
 	}
-	rec.LockedUntil = fromMicros(until)
-	rec.ExpiresAt = fromMicros(expire)
-	rec.Attempt, rec.Fence = uint32(attempt), uint64(fence)
 	return rec, nil
 }
 

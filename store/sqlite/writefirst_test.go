@@ -148,3 +148,43 @@ func TestClaimWriteFirstOutcomes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, other, r.Token)
 }
+
+// TestWriteFirstRecordIsSuccessors: the record a claim that writes first
+// reports for a new key (built in Go, the INSERT returning nothing) is the
+// row the INSERT stored, with store.Successor's Attempt and Fence for a key
+// with no record, and the same record the claim statement's RETURNING
+// gives a claim that reads first, at every clock: the Unix epoch and
+// before it (a fence of 1), 1µs, today and far ahead.
+func TestWriteFirstRecordIsSuccessors(t *testing.T) {
+	for _, at := range []time.Time{
+		time.Unix(0, 0), time.Unix(-10, 0), time.UnixMicro(1), time.UnixMicro(2),
+		time.Unix(1_700_000_000, 123_456_000), time.Date(2400, 1, 1, 0, 0, 0, 0, time.UTC),
+	} {
+		t.Run(at.UTC().Format(time.RFC3339Nano), func(t *testing.T) {
+			s := newTestStore(t, WithClock(func() time.Time { return at }))
+			ctx := t.Context()
+			log := logStmts(s)
+			tok := store.NewToken()
+			claim := func(key string, hint int32, want stmtID) store.Record {
+				t.Helper()
+				s.claimHint.Store(hint)
+				log.take()
+				c, err := s.Claim(ctx, key, "fp", tok, time.Minute)
+				require.NoError(t, err)
+				require.Equal(t, store.Acquired, c.Outcome)
+				require.Contains(t, log.take(), want)
+				return c.Record
+			}
+			wrote := claim("write-first", claimHintMax, stmtInsert)
+			read := claim("read-first", -claimHintMax, stmtClaim)
+			attempt, fence := store.Successor(store.Record{}, false, tok, at)
+			require.Equal(t, attempt, wrote.Attempt)
+			require.Equal(t, fence, wrote.Fence)
+			stored, err := s.Get(ctx, "write-first")
+			require.NoError(t, err)
+			require.Equal(t, stored, wrote, "the record reported is the row stored")
+			read.Key = wrote.Key
+			require.Equal(t, read, wrote, "writing first reports what reading first does")
+		})
+	}
+}
