@@ -207,7 +207,7 @@ return 1
 // that carries response bytes). The completed record keeps the version,
 // Attempt and Fence of the record in progress.
 //
-// A response of up to inlineComplete bytes (1 KiB) costs the server what
+// A response of up to inlineComplete bytes (3 KiB) costs the server what
 // the record layout needs and no more: the GET that checks the token,
 // status and layout, the PTTL that tells a live lease from a lapsed one
 // (only the server's clock can; TIME too in the lease's last millisecond,
@@ -230,9 +230,11 @@ return 1
 // batches of 50 calls: at 100 bytes 1.46–1.49× the hand-written script's
 // server time before, 1.38–1.40× now (about 1 µs a call less); at 1 KiB
 // 1.54× before, 1.43× now. The rest of the difference is the PTTL command.
-// Before that, the DEL, two SETRANGEs and PEXPIRE it ran cost 9.3 µs a
-// call against 7.1 for the SET; from 2–4 KiB on the concatenation costs
-// more than it saves.
+// Against the DEL, two SETRANGEs and PEXPIRE that a larger response takes
+// (below), the concatenation saves 15 % of the server time at 1056 bytes
+// (a sealed 1 KiB response, store/seal) and 11 % at 2 KiB, breaks even
+// at 3–4 KiB and costs more from 5 KiB on (same measurement, 151–201
+// batches): hence 3 KiB.
 //
 // A larger response is not concatenated in Lua: doing so for 1 MiB cost the
 // server 3.7–4.7 ms a call, against 1.4 ms for merely receiving it as ARGV.
@@ -281,8 +283,9 @@ return 1
 
 // inlineComplete is the largest response completeScript concatenates into
 // the completed value in Lua; a larger one goes through DEL and SETRANGE
-// (measured, see there).
-const inlineComplete = 1 << 10
+// (measured, see there). It was 1 KiB, which put a sealed 1 KiB response
+// (32 bytes more) on the costlier path.
+const inlineComplete = 3 << 10
 
 // releaseScript deletes the key when it holds a live lease of the token
 // ARGV[1], returning 1, and otherwise changes nothing and returns 0: a
