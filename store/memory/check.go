@@ -57,7 +57,9 @@ func keyTokenOK(key string, token store.Token) bool {
 const (
 	loBits = 0x0101010101010101
 	hiBits = 0x8080808080808080
-	mulK   = 0x9e3779b97f4a7c15 // odd, 2^64 divided by the golden ratio
+	// lo7Bits is 0x7f in every byte: see bad8.
+	lo7Bits = 0x7f7f7f7f7f7f7f7f
+	mulK    = 0x9e3779b97f4a7c15 // odd, 2^64 divided by the golden ratio
 )
 
 // scan reads s eight bytes at a time and returns a hash of it and a word
@@ -76,13 +78,15 @@ func scan(s string) (h, bad uint64) {
 	switch {
 	case n >= 8:
 		w = word8(s[n-8:])
-		h, bad = (w^uint64(n))*mulK, bad8(w)
+		h = (w ^ uint64(n)) * mulK
+		top, nonzero := w, w+lo7Bits
 		for ; len(s) > 8; s = s[8:] {
 			w = word8(s[:8])
 			h = (h ^ w) * mulK
-			bad |= bad8(w)
+			top |= w
+			nonzero &= w + lo7Bits
 		}
-		return h, bad
+		return h, top | ^nonzero
 	case n >= 4:
 		w = word4(s[:4]) | word4(s[n-4:])<<32
 	case n >= 2:
@@ -103,11 +107,14 @@ func plain(s string) uint64 {
 	n := len(s)
 	switch {
 	case n > 16:
-		bad := bad8(word8(s[n-8:]))
+		w := word8(s[n-8:])
+		top, nonzero := w, w+lo7Bits
 		for ; len(s) > 8; s = s[8:] {
-			bad |= bad8(word8(s[:8]))
+			w = word8(s[:8])
+			top |= w
+			nonzero &= w + lo7Bits
 		}
-		return bad
+		return top | ^nonzero
 	case n >= 8:
 		return bad8(word8(s[:8])) | bad8(word8(s[n-8:]))
 	case n >= 4:
@@ -120,12 +127,14 @@ func plain(s string) uint64 {
 	return 0
 }
 
-// bad8 sets the top bit of the word's bytes when one of them is 0x80 or
-// above (its own top bit) or when one of them is zero ((v-lo)&^v sets the
-// top bit of the lowest zero byte). A borrow in v-lo starts only at a zero
-// byte, so a word of plain ASCII without NUL yields no top bit at all, and
-// any other word yields one.
-func bad8(v uint64) uint64 { return v | (v-loBits)&^v }
+// bad8 sets the top bit of some byte of the word when one of its bytes is
+// 0x80 or above (that byte's own top bit) or zero: a byte below 0x80 plus
+// 0x7f carries into no other byte and sets its own top bit unless it is
+// zero, so ^(v+0x7f..) has a top bit set only over a zero byte, while every
+// byte is below 0x80. The loops of scan and plain apply it to all their
+// words at once: the words ORed together (top), and the words plus 0x7f..
+// ANDed together (nonzero).
+func bad8(v uint64) uint64 { return v | ^(v + lo7Bits) }
 
 func word8(s string) uint64 {
 	_ = s[7]

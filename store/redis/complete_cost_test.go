@@ -159,7 +159,7 @@ return 1
 // and SET ... PX writes the completed value with its retention), exactly as
 // much as the least hand-written token-checked completion (rawComplete). A
 // retried Complete reads and writes nothing more than the GET; a response
-// above 1 KiB takes DEL, SETRANGE and PEXPIRE and ends up the same record.
+// above 3 KiB takes DEL, SETRANGE and PEXPIRE and ends up the same record.
 // The first Complete meets a server without the script (NOSCRIPT, then
 // EVAL). It logs the server time per call of store and raw, from INFO
 // commandstats.
@@ -218,28 +218,41 @@ func TestSmallCompleteServerOps(t *testing.T) {
 		t.Errorf("a retried Complete ran %v, want EVALSHA and its GET only", retried)
 	}
 
-	// Above 1 KiB the script keeps the response out of Lua strings it
-	// builds: DEL, SETRANGE twice, PEXPIRE, and the same record.
-	large := bytes.Repeat([]byte("L"), 32<<10)
-	if _, err := s.Claim(ctx, "large", fp, tok, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	c.ConfigResetStat(ctx)
-	if err := s.Complete(ctx, "large", tok, large, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	want = map[string]int{"evalsha": 1, "get": 1, "pttl": 1, "del": 1, "setrange": 2, "pexpire": 1}
-	for name, st := range commandStats(t, c) {
-		if st.calls != want[name] {
-			t.Errorf("a Complete of 32 KiB ran %s %d times, want %d", name, st.calls, want[name])
+	// Up to 3 KiB (a sealed 1 KiB response is 1 KiB and some 30 bytes) the
+	// response is concatenated too; above, the script keeps it out of Lua
+	// strings it builds: DEL, SETRANGE twice, PEXPIRE, and the same record.
+	for _, size := range []int{3 << 10, 3<<10 + 1, 32 << 10} {
+		large := bytes.Repeat([]byte("L"), size)
+		key := "large" + strconv.Itoa(size)
+		if _, err := s.Claim(ctx, key, fp, tok, time.Minute); err != nil {
+			t.Fatal(err)
 		}
-	}
-	got, err = s.Get(ctx, "large")
-	if err != nil || got.Status != store.StatusCompleted || got.Fingerprint != fp || !bytes.Equal(got.Response, large) {
-		t.Fatalf("completed record = %v %q, %v", got.Status, got.Fingerprint, err)
-	}
-	if ttl := c.PTTL(ctx, "idem:large").Val(); ttl <= 0 || ttl > time.Minute {
-		t.Errorf("TTL of the large record = %v, want the retention", ttl)
+		c.ConfigResetStat(ctx)
+		if err := s.Complete(ctx, key, tok, large, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		want = map[string]int{"evalsha": 1, "get": 1, "pttl": 1, "del": 1, "setrange": 2, "pexpire": 1}
+		if size <= 3<<10 {
+			want = map[string]int{"evalsha": 1, "get": 1, "pttl": 1, "set": 1}
+		}
+		stats := commandStats(t, c)
+		for name := range want {
+			if stats[name].calls != want[name] {
+				t.Errorf("a Complete of %d bytes ran %s %d times, want %d (all: %v)", size, name, stats[name].calls, want[name], stats)
+			}
+		}
+		for name, st := range stats {
+			if want[name] == 0 {
+				t.Errorf("a Complete of %d bytes ran %s %d times, want none", size, name, st.calls)
+			}
+		}
+		got, err = s.Get(ctx, key)
+		if err != nil || got.Status != store.StatusCompleted || got.Fingerprint != fp || !bytes.Equal(got.Response, large) {
+			t.Fatalf("completed record = %v %q, %v", got.Status, got.Fingerprint, err)
+		}
+		if ttl := c.PTTL(ctx, "idem:"+key).Val(); ttl <= 0 || ttl > time.Minute {
+			t.Errorf("TTL of the %d-byte record = %v, want the retention", size, ttl)
+		}
 	}
 
 	// Raw: the same claims by hand, and rawComplete.
