@@ -202,8 +202,12 @@ type Event struct {
 	Attempt Attempt
 }
 
+// emit reports ev to the tracer, if it wants events. It is small enough to
+// inline, so that without an EventTracer no Event is even built.
 func (e *Engine) emit(ctx context.Context, ev Event) {
 	if e.events {
-		e.tracer.TraceEvent(ctx, ev)
+		e.traceEvent(ctx, ev)
 	}
 }
+
+func (e *Engine) traceEvent(ctx context.Context, ev Event) { e.tracer.TraceEvent(ctx, ev) }
