@@ -80,4 +80,14 @@
 // cycle), 0.76 to 1.27 (Redis replay), 0.71 to 1.23 (PostgreSQL cycle) and
 // 0.36 to 1.04 (PostgreSQL replay): too noisy to show the ≤ 10 % target
 // held, or that it did not. Rerun on a quiet machine.
+//
+// Over Redis, profiled at 16 workers on 2 cores: the seal's own work on a
+// replay (fingerprint HMAC and seal, response open, key lookup) is about
+// 2.8 µs of the client's 35–45 µs of CPU per replay (most of it the
+// socket's system calls), and the server's time per call barely changes.
+// A sealed 1 KiB response is 32 bytes longer than the response; the Redis
+// store's completion script, which concatenated responses up to 1 KiB
+// and took four more commands above, now concatenates up to 3 KiB, so a
+// sealed 1 KiB cycle no longer costs the server about 4 µs more than an
+// unsealed one.
 package seal
