@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,8 +36,7 @@ type gathering struct {
 	want   int           // callers to wait for, the first one included
 	held   chan struct{} // closed once the hold has the batcher's slot
 	full   chan struct{} // closed once want callers are there
-	filled bool          // full is closed; under the gatherer's mu
-	came   atomic.Int64  // callers that joined it
+	came   atomic.Int64  // callers past held, about to queue (full at want)
 	opened sync.Once
 }
 
@@ -51,6 +51,9 @@ type gatherer struct {
 	last int        // peak of the last spell
 	cur  *gathering // the gathering under way, if any
 	took atomic.Int64
+	// patience, when set (by tests), replaces both quiet and the longest
+	// wait.
+	patience time.Duration
 }
 
 // Bounds of a gathering's wait, whatever the batches' duration.
@@ -72,6 +75,9 @@ func timed[Q, R any](g *gatherer, many func(context.Context, []*coalesce.Call[Q,
 }
 
 func (g *gatherer) wait() time.Duration {
+	if g.patience > 0 {
+		return g.patience
+	}
 	return min(max(time.Duration(g.took.Load())/4, minGather), maxGather)
 }
 
@@ -86,12 +92,6 @@ func do[Q, R any](ctx context.Context, g *gatherer, b *coalesce.Batcher[Q, R], r
 	if lead {
 		cur = &gathering{g: g, wait: g.wait(), want: g.last, held: make(chan struct{}), full: make(chan struct{})}
 		g.cur = cur
-	} else if cur != nil {
-		cur.came.Add(1)
-		if !cur.filled && g.in >= cur.want {
-			cur.filled = true
-			close(cur.full)
-		}
 	}
 	g.mu.Unlock()
 	defer g.leave()
@@ -107,6 +107,11 @@ func do[Q, R any](ctx context.Context, g *gatherer, b *coalesce.Batcher[Q, R], r
 			var zero R
 			return zero, ctx.Err()
 		}
+		// Counted only now, next to queuing: the hold ends once the last
+		// caller it waits for is about to queue, not still waiting here.
+		if cur.came.Add(1) == int64(cur.want) {
+			close(cur.full)
+		}
 	}
 	return b.Do(ctx, req)
 }
@@ -115,16 +120,25 @@ func do[Q, R any](ctx context.Context, g *gatherer, b *coalesce.Batcher[Q, R], r
 // (fewer came than in the last spell), or w at the latest, and ends it.
 func (g *gatherer) expire(cur *gathering, w time.Duration) {
 	end := time.Now().Add(w)
-	t := time.NewTimer(min(quiet, w))
+	q := quiet
+	if g.patience > 0 {
+		q = g.patience
+	}
+	t := time.NewTimer(min(q, w))
 	defer t.Stop()
-	for seen := int64(0); ; {
+	for seen := int64(1); ; {
 		select {
 		case <-cur.full:
+			// The last caller counted itself before queuing behind the
+			// hold: let it (and the others woken) reach the queue.
+			for range 4 {
+				runtime.Gosched()
+			}
 		case <-t.C:
 			n, left := cur.came.Load(), time.Until(end)
 			if n != seen && left > 0 {
 				seen = n
-				t.Reset(min(quiet, left))
+				t.Reset(min(q, left))
 				continue
 			}
 		}
