@@ -17,7 +17,9 @@ import (
 // Coalescing: concurrent Claims (their first INSERT) and Completes of one
 // Store are sent together, as one multi-row statement per batch, by
 // internal/coalesce. A caller alone runs today's single-key statement, in
-// its own goroutine, so one caller's latency does not change. A batch only
+// its own goroutine, so one caller's latency does not change; after a
+// spell of concurrent callers, the first caller of the next spell waits a
+// moment for the others (gather.go). A batch only
 // ever decides what its single-key statement would have decided for each
 // row (a new key inserted, a live lease completed); every other case goes on
 // through the single-key path, so the decision logic lives in one place.
