@@ -99,7 +99,7 @@ func (s *Store) Claim(ctx context.Context, key, fingerprint string, token store.
 				// The same INSERT, alone or in one statement with
 				// concurrent claims' (see WithCoalescing).
 				var ins inserted
-				ins, err = s.batch.claims.Do(ctx, claimReq{key: key, fingerprint: fingerprint, token: string(token), lease: iv})
+				ins, err = s.batch.claim(ctx, claimReq{key: key, fingerprint: fingerprint, token: string(token), lease: iv})
 				if err == nil && !ins.ok {
 					err = pgx.ErrNoRows
 				}

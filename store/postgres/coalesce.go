@@ -17,7 +17,9 @@ import (
 // Coalescing: concurrent Claims (their first INSERT) and Completes of one
 // Store are sent together, as one multi-row statement per batch, by
 // internal/coalesce. A caller alone runs today's single-key statement, in
-// its own goroutine, so one caller's latency does not change. A batch only
+// its own goroutine, so one caller's latency does not change; after a
+// spell of concurrent callers, the first caller of the next spell waits a
+// moment for the others (gather.go). A batch only
 // ever decides what its single-key statement would have decided for each
 // row (a new key inserted, a live lease completed); every other case goes on
 // through the single-key path, so the decision logic lives in one place.
@@ -26,6 +28,7 @@ import (
 type claimReq struct {
 	key, fingerprint, token string
 	lease                   pgtype.Interval
+	hold                    *gathering // a gathering's hold (see gather.go): no statement
 }
 
 // inserted is the result of a claim's INSERT: whether it inserted the key,
@@ -41,6 +44,7 @@ type completeReq struct {
 	key, token string
 	response   []byte
 	retention  pgtype.Interval
+	hold       *gathering // a gathering's hold (see gather.go): no statement
 }
 
 // completed is what a Complete's UPDATE found: done (stored, or already
@@ -59,13 +63,25 @@ const (
 type batchers struct {
 	claims    *coalesce.Batcher[claimReq, inserted]
 	completes *coalesce.Batcher[completeReq, completed]
+	// Their callers' spells and gatherings (gather.go).
+	claimers, completers gatherer
 }
 
 func (s *Store) newBatchers() *batchers {
-	return &batchers{
-		claims:    coalesce.New(s.opts.slots, s.opts.maxBatch, s.insertOne, s.insertMany),
-		completes: coalesce.New(s.opts.slots, s.opts.maxBatch, s.completeOne, s.completeMany),
-	}
+	b := new(batchers)
+	b.claims = coalesce.New(s.opts.slots, s.opts.maxBatch, s.insertOne, timed(&b.claimers, s.insertMany))
+	b.completes = coalesce.New(s.opts.slots, s.opts.maxBatch, s.completeOne, timed(&b.completers, s.completeMany))
+	return b
+}
+
+// claim runs a claim's INSERT through the claims' batcher.
+func (b *batchers) claim(ctx context.Context, q claimReq) (inserted, error) {
+	return do(ctx, &b.claimers, b.claims, q, func(g *gathering) claimReq { return claimReq{hold: g} })
+}
+
+// complete runs a Complete's UPDATE through the completes' batcher.
+func (b *batchers) complete(ctx context.Context, q completeReq) (completed, error) {
+	return do(ctx, &b.completers, b.completes, q, func(g *gathering) completeReq { return completeReq{hold: g} })
 }
 
 // coalescing reports whether calls with ctx may be batched: coalescing is on
@@ -83,6 +99,10 @@ func (s *Store) coalescing(ctx context.Context) bool {
 // without coalescing.
 func (s *Store) insertOne(ctx context.Context, q claimReq) (inserted, error) {
 	var r inserted
+	if q.hold != nil {
+		holdFor(q.hold, true)
+		return r, nil
+	}
 	err := s.db.QueryRow(ctx, s.sql.claim, q.key, q.fingerprint, q.token, q.lease).Scan(&r.until, &r.fence)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, nil
@@ -97,6 +117,9 @@ func (s *Store) insertOne(ctx context.Context, q claimReq) (inserted, error) {
 // "not inserted" and goes on as a single-key claim whose INSERT met a row:
 // it reads the row and decides from it.
 func (s *Store) insertMany(ctx context.Context, calls []*coalesce.Call[claimReq, inserted]) {
+	if calls = withoutHolds(calls, func(q *claimReq) *gathering { return q.hold }); len(calls) == 0 {
+		return
+	}
 	order := uniqueByKey(len(calls), func(i int) string { return calls[i].Req.key })
 	keys := make([]string, len(order))
 	fps := make([]string, len(order))
@@ -127,6 +150,10 @@ func (s *Store) insertMany(ctx context.Context, calls []*coalesce.Call[claimReq,
 // completeOne runs one Complete's UPDATE alone: exactly the statement
 // Complete runs without coalescing.
 func (s *Store) completeOne(ctx context.Context, q completeReq) (completed, error) {
+	if q.hold != nil {
+		holdFor(q.hold, true)
+		return completeRetry, nil
+	}
 	tag, err := s.db.Exec(ctx, s.sql.complete, q.key, q.token, q.response, q.retention)
 	switch {
 	case err != nil:
@@ -142,6 +169,9 @@ func (s *Store) completeOne(ctx context.Context, q completeReq) (completed, erro
 // done; every other call (no row matched, or another call of the batch had
 // the same key) is told to run the single-key statement, which decides.
 func (s *Store) completeMany(ctx context.Context, calls []*coalesce.Call[completeReq, completed]) {
+	if calls = withoutHolds(calls, func(q *completeReq) *gathering { return q.hold }); len(calls) == 0 {
+		return
+	}
 	order := uniqueByKey(len(calls), func(i int) string { return calls[i].Req.key })
 	keys := make([]string, len(order))
 	toks := make([]string, len(order))
@@ -165,6 +195,26 @@ func (s *Store) completeMany(ctx context.Context, calls []*coalesce.Call[complet
 		return nil
 	}, keys, toks, resps, rets)
 	settle(calls, res, err, s.completeOne)
+}
+
+// withoutHolds returns calls without the gatherings' holds, each opened and
+// told it is done: a hold that queued behind other calls has nothing to
+// keep.
+func withoutHolds[Q, R any](calls []*coalesce.Call[Q, R], hold func(*Q) *gathering) []*coalesce.Call[Q, R] {
+	out := calls[:0:0]
+	for _, c := range calls {
+		if g := hold(&c.Req); g != nil {
+			holdFor(g, false)
+			var zero R
+			c.Set(zero, nil)
+			continue
+		}
+		out = append(out, c)
+	}
+	if len(out) == len(calls) {
+		return calls
+	}
+	return out
 }
 
 // settle tells a batch's callers the outcome of its statement: res[i] for

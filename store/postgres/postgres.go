@@ -125,15 +125,14 @@ func WithPurgeBatch(n int) Option {
 
 // WithCoalescing turns coalescing on or off; it is off by default. Turn it
 // on only with a DB that is safe for concurrent use (a *pgxpool.Pool), and
-// where many callers (eight or more) share the Store. Measured with
-// BenchmarkPaired's Coalesced case on a 2-core machine (synchronous commit
-// on, pool of 16, the store's and raw's operations in alternating phases),
-// 16 callers did claim + complete 1.46–1.59× as fast as the same
-// single-key statements run raw, one per operation, and one caller as fast
-// as without coalescing (0.96 against 0.95); but 2 to 4 callers ran
-// 0.66–0.76× as fast, since a caller that finds a statement of its kind in
-// flight waits for it to end before its own is sent (letting up to 4 callers
-// run alone first lifted those to 0.9 and cut the 16-caller gain to 1.1).
+// where several callers share the Store. Measured with BenchmarkPaired
+// (cmd/idembench, medians of 5 rounds, three runs) on a 2-core machine
+// under load from other processes (synchronous commit on, pool of 16, the
+// store's and raw's operations in alternating phases), 16 callers did
+// claim + complete 1.96–2.50× as fast as the same single-key statements
+// run raw, one per operation, with rounds of one call per caller
+// (CoalescedAlternate), and 1.56–2.11× in longer phases; 2 and 4 callers
+// 0.85–1.79×; one caller as fast as without coalescing (0.95–0.97).
 //
 // With coalescing, concurrent Claims and Completes of the Store are sent
 // together: while a statement of the same kind is in flight, further
@@ -142,8 +141,12 @@ func WithPurgeBatch(n int) Option {
 // its own outcome, exactly the one its own statements would have given. A
 // caller alone runs its single-key statements as without coalescing, so one
 // caller's latency does not change; under load, fewer statements and
-// commits do the same work. Calls within a transaction of InTx are never
-// batched.
+// commits do the same work. When the callers come in rounds (all at once,
+// then a pause), the first of a round waits for the others, up to a
+// fraction of a batch's duration (at most 1 ms, and no more than 50 µs
+// after the last one came), so that the whole round is one statement
+// rather than that caller's alone and then the others'. Calls within a
+// transaction of InTx are never batched.
 //
 // A batch commits as one statement, so its callers wait for each other: a
 // key locked by another transaction (an uncommitted claim of InTx) holds up

@@ -79,7 +79,7 @@ func (s *Store) Complete(ctx context.Context, key string, token store.Token, res
 	if s.coalescing(ctx) {
 		// The same UPDATE, alone or in one statement with concurrent
 		// Completes' (see WithCoalescing).
-		res, err := s.batch.completes.Do(ctx, completeReq{key: key, token: string(token), response: response, retention: interval(retention)})
+		res, err := s.batch.complete(ctx, completeReq{key: key, token: string(token), response: response, retention: interval(retention)})
 		switch {
 		case err != nil:
 			return fmt.Errorf("postgres: complete: %w", err)
