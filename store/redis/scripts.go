@@ -65,6 +65,21 @@ end
 // INLINE replaced by their values.
 func script(body string) *goredis.Script { return bareScript(luaPrelude + body) }
 
+// returnIfLapsed is the lease check the renew, complete and release scripts
+// inline (a Lua function call of luaPrelude's live costs server time on
+// every call): inside "if v == 2 then", with the record in cur, it returns 0
+// when the lease has lapsed, judged as live judges it.
+const returnIfLapsed = `	local ttl = redis.call('PTTL', KEYS[1])
+	if ttl == KEPT then
+		local a, b, c, d, e, f, g, i = string.byte(cur, 6, 13)
+		local at = ((((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f) * 256 + g) * 256 + i
+		local t = redis.call('TIME')
+		if at * 1000 <= tonumber(t[1]) * 1000000 + tonumber(t[2]) then return 0 end
+	elseif ttl >= 0 and ttl < KEPT then
+		return 0
+	end
+`
+
 // bareScript returns the script of src with KEPT and INLINE replaced by
 // their values, without luaPrelude: for a script on every call's path that
 // inlines the checks it needs (see completeScript).
@@ -179,15 +194,7 @@ if #cur < h then return -1 end
 local tok = ARGV[1]
 if st ~= 1 or n ~= #tok or string.sub(cur, h + 1, h + n) ~= tok then return 0 end
 if v == 2 then
-	local ttl = redis.call('PTTL', KEYS[1])
-	if ttl == KEPT then
-		local a, b, c, d, e, f, g, i = string.byte(cur, 6, 13)
-		local at = ((((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f) * 256 + g) * 256 + i
-		local t = redis.call('TIME')
-		if at * 1000 <= tonumber(t[1]) * 1000000 + tonumber(t[2]) then return 0 end
-	elseif ttl >= 0 and ttl < KEPT then
-		return 0
-	end
+` + returnIfLapsed + `
 	redis.call('SET', KEYS[1], '\2' .. string.sub(cur, 2, 5) .. ARGV[2] .. string.sub(cur, 14), 'PX', ARGV[3])
 	return 1
 end
@@ -258,15 +265,7 @@ if n ~= #tok or string.sub(cur, h + 1, h + n) ~= tok then return 0 end
 if st == 2 then return 1 end
 if st ~= 1 or #cur ~= h + n + m1 * 256 + m2 then return -1 end
 if v == 2 then
-	local ttl = redis.call('PTTL', KEYS[1])
-	if ttl == KEPT then
-		local a, b, c, d, e, f, g, i = string.byte(cur, 6, 13)
-		local at = ((((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f) * 256 + g) * 256 + i
-		local t = redis.call('TIME')
-		if at * 1000 <= tonumber(t[1]) * 1000000 + tonumber(t[2]) then return 0 end
-	elseif ttl >= 0 and ttl < KEPT then
-		return 0
-	end
+` + returnIfLapsed + `
 end
 local resp = ARGV[3]
 if #resp <= INLINE then
@@ -300,15 +299,7 @@ if v == 1 then h = 13 elseif v ~= 2 then return 0 end
 local tok = ARGV[1]
 if st ~= 1 or n ~= #tok or #cur < h + n or string.sub(cur, h + 1, h + n) ~= tok then return 0 end
 if v == 2 then
-	local ttl = redis.call('PTTL', KEYS[1])
-	if ttl == KEPT then
-		local a, b, c, d, e, f, g, i = string.byte(cur, 6, 13)
-		local at = ((((((a * 256 + b) * 256 + c) * 256 + d) * 256 + e) * 256 + f) * 256 + g) * 256 + i
-		local t = redis.call('TIME')
-		if at * 1000 <= tonumber(t[1]) * 1000000 + tonumber(t[2]) then return 0 end
-	elseif ttl >= 0 and ttl < KEPT then
-		return 0
-	end
+` + returnIfLapsed + `
 end
 redis.call('DEL', KEYS[1])
 return 1
