@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/idemkit/idemkit/internal/ascii"
 )
 
 // Limits every backend accepts. Keys, fingerprints and tokens must also be
@@ -29,7 +31,7 @@ const (
 // storage; the error wraps ErrInvalid.
 func CheckClaim(key, fingerprint string, token Token, lease time.Duration) error {
 	if keyTokenLenOK(key, token) && len(fingerprint) <= MaxFingerprintLen && lease > 0 &&
-		(badBytes(key)|badBytes(fingerprint)|badBytes(string(token)))&hiBits == 0 {
+		(ascii.Bad(key)|ascii.Bad(fingerprint)|ascii.Bad(string(token)))&ascii.HiBits == 0 {
 		return nil // the common case: lengths, then every byte, in one pass
 	}
 	if err := checkKeyToken(key, token); err != nil {
@@ -45,7 +47,7 @@ func CheckClaim(key, fingerprint string, token Token, lease time.Duration) error
 // token as CheckClaim checks them, and a positive retention. The error
 // wraps ErrInvalid.
 func CheckComplete(key string, token Token, retention time.Duration) error {
-	if keyTokenLenOK(key, token) && retention > 0 && (badBytes(key)|badBytes(string(token)))&hiBits == 0 {
+	if keyTokenLenOK(key, token) && retention > 0 && (ascii.Bad(key)|ascii.Bad(string(token)))&ascii.HiBits == 0 {
 		return nil
 	}
 	if err := checkKeyToken(key, token); err != nil {
@@ -57,7 +59,7 @@ func CheckComplete(key string, token Token, retention time.Duration) error {
 // CheckRelease validates the arguments of Store.Release: the key and the
 // token as CheckClaim checks them. The error wraps ErrInvalid.
 func CheckRelease(key string, token Token) error {
-	if keyTokenLenOK(key, token) && (badBytes(key)|badBytes(string(token)))&hiBits == 0 {
+	if keyTokenLenOK(key, token) && (ascii.Bad(key)|ascii.Bad(string(token)))&ascii.HiBits == 0 {
 		return nil
 	}
 	return checkKeyToken(key, token)
@@ -67,7 +69,7 @@ func CheckRelease(key string, token Token) error {
 // as CheckClaim checks them, and a positive lease. The error wraps
 // ErrInvalid.
 func CheckRenew(key string, token Token, lease time.Duration) error {
-	if keyTokenLenOK(key, token) && lease > 0 && (badBytes(key)|badBytes(string(token)))&hiBits == 0 {
+	if keyTokenLenOK(key, token) && lease > 0 && (ascii.Bad(key)|ascii.Bad(string(token)))&ascii.HiBits == 0 {
 		return nil
 	}
 	if err := checkKeyToken(key, token); err != nil {
@@ -97,7 +99,7 @@ func checkKeyToken(key string, token Token) error {
 }
 
 func checkText(what, s string, max int, emptyOK bool) error {
-	if len(s) <= max && (len(s) > 0 || emptyOK) && plainASCII(s) {
+	if len(s) <= max && (len(s) > 0 || emptyOK) && ascii.Plain(s) {
 		return nil // the common case, in one pass
 	}
 	switch {
@@ -126,67 +128,3 @@ func checkDuration(what string, d time.Duration) error {
 // never more (FuzzCheckFastPath); anything else (an empty or long string, a
 // byte of 0x80 or above, a NUL, a bad duration) goes the full way, which
 // accepts valid UTF-8 beyond ASCII and words every error.
-
-const (
-	loBits = 0x0101010101010101
-	hiBits = 0x8080808080808080
-)
-
-// plainASCII reports whether s is ASCII without NUL bytes, which makes it
-// valid UTF-8 without NUL.
-func plainASCII(s string) bool { return badBytes(s)&hiBits == 0 }
-
-// badBytes returns a word in which some bit of hiBits is set if and only
-// if s holds a NUL byte or a byte of 0x80 or above. It reads s eight bytes
-// at a time with no test inside its loop: the words' top bits are ORed
-// together (a byte of 0x80 or above sets its own), and the words plus
-// 0x7f in every byte ANDed together (a byte below 0x80 plus 0x7f carries
-// into no other byte and sets its top bit unless the byte is zero), so
-// the caller tests the result once, for all its strings at once. The last
-// word of a string of eight bytes or more overlaps the one before it, and
-// a shorter string is read as two overlapping halves, so no loop runs
-// byte by byte.
-func badBytes(s string) uint64 {
-	const k = 0x7f7f7f7f7f7f7f7f
-	n := len(s)
-	var w uint64
-	switch {
-	case n >= 8:
-		w = load8(s[n-8:])
-		top, nonzero := w, w+k
-		for ; len(s) > 8; s = s[8:] {
-			w = load8(s)
-			top |= w
-			nonzero &= w + k
-		}
-		return top | ^nonzero
-	case n >= 4:
-		w = load4(s) | load4(s[n-4:])<<32
-	case n >= 2:
-		// The top four bytes are padding that is neither NUL nor high.
-		w = load2(s) | load2(s[n-2:])<<16 | loBits&^0xffffffff
-	case n == 1:
-		w = uint64(s[0]) | loBits&^0xff
-	default:
-		return 0
-	}
-	return w | ^(w + k)
-}
-
-// load8, load4 and load2 read the first bytes of s as a little-endian word
-// (one load each: one bounds check, the bytes combined by the compiler).
-func load8(s string) uint64 {
-	_ = s[7]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
-}
-
-func load4(s string) uint64 {
-	_ = s[3]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24
-}
-
-func load2(s string) uint64 {
-	_ = s[1]
-	return uint64(s[0]) | uint64(s[1])<<8
-}

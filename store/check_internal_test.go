@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/idemkit/idemkit/internal/ascii"
 )
 
 // The checks as they were before their fast paths (git show
@@ -106,15 +108,15 @@ func samples() []string {
 	return append(out, "é", "key-é", "\U0001F600", strings.Repeat("ü", 20), "\xed\xa0\x80", "\xc3")
 }
 
-// badBytes says a string is plain ASCII exactly when the byte-by-byte
+// ascii.Bad says a string is plain ASCII exactly when the byte-by-byte
 // definition does.
 func TestBadBytes(t *testing.T) {
 	for _, s := range samples() {
-		if got, want := plainASCII(s), refPlainASCII(s); got != want {
-			t.Errorf("plainASCII(%q) = %v, want %v", s, got, want)
+		if got, want := ascii.Plain(s), refPlainASCII(s); got != want {
+			t.Errorf("ascii.Plain(%q) = %v, want %v", s, got, want)
 		}
 		// And within a combination: one bad string among good ones.
-		if got, want := (badBytes("ok")|badBytes(s)|badBytes(strings.Repeat("x", 20)))&hiBits == 0, refPlainASCII(s); got != want {
+		if got, want := (ascii.Bad("ok")|ascii.Bad(s)|ascii.Bad(strings.Repeat("x", 20)))&ascii.HiBits == 0, refPlainASCII(s); got != want {
 			t.Errorf("badBytes of %q among good strings says plain %v, want %v", s, got, want)
 		}
 	}
@@ -139,7 +141,7 @@ func agree(t *testing.T, key, fp, tok string, d time.Duration) {
 	same("CheckRelease", CheckRelease(key, Token(tok)), refCheckKeyToken(key, Token(tok)))
 	same("CheckKey", CheckKey(key), refCheckText("key", key, MaxKeyLen, false))
 	fast := keyTokenLenOK(key, Token(tok)) && len(fp) <= MaxFingerprintLen && d > 0 &&
-		(badBytes(key)|badBytes(fp)|badBytes(tok))&hiBits == 0
+		(ascii.Bad(key)|ascii.Bad(fp)|ascii.Bad(tok))&ascii.HiBits == 0
 	if want := refCheckClaim(key, fp, Token(tok), d) == nil && refPlainASCII(key+fp+tok); fast != want {
 		t.Errorf("CheckClaim(%q, %q, %q, %v): fast path taken %v, want %v", key, fp, tok, d, fast, want)
 	}
@@ -171,8 +173,8 @@ func FuzzCheckFastPath(f *testing.F) {
 	f.Add("é", "ü\x00", "\U0001F600", int64(1))
 	f.Fuzz(func(t *testing.T, key, fp, tok string, d int64) {
 		agree(t, key, fp, tok, time.Duration(d))
-		if got, want := plainASCII(key), refPlainASCII(key); got != want {
-			t.Errorf("plainASCII(%q) = %v, want %v", key, got, want)
+		if got, want := ascii.Plain(key), refPlainASCII(key); got != want {
+			t.Errorf("ascii.Plain(%q) = %v, want %v", key, got, want)
 		}
 	})
 }

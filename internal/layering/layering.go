@@ -17,6 +17,7 @@
 //	internal/sqltx             the standard library, internal/invalid (transactions of store/sqlite and store/mysql)
 //	internal/retry             the standard library, internal/invalid (the retry loop of idemclient and contrib/grpcidem)
 //	internal/invalid           the standard library only (the ErrInvalid sentinel and the options rule; anyone may import it)
+//	internal/ascii             the standard library only (the plain-ASCII word test of store's checks and store/memory's)
 //	idem (the engine)          store, keyer
 //	httpidem                   idem, store, keyer
 //	httpidemtest               keyer (it proves any endpoint, so it knows no store or middleware)
@@ -100,7 +101,7 @@ var contribMay = []string{"idem", "store", "keyer", "purge", "httpidem", "dedup"
 
 // libraryInternal lists the internal packages that are not test helpers:
 // support code for cmd and examples, which may import them.
-var libraryInternal = []string{"internal/loadtest", backendSupport, argSupport, sqlSupport, retrySupport}
+var libraryInternal = []string{"internal/loadtest", backendSupport, argSupport, sqlSupport, retrySupport, asciiSupport}
 
 // argSupport holds the one "invalid argument" sentinel (store.ErrInvalid and
 // keyer.ErrInvalid are that value) and the rule options are applied by;
@@ -117,12 +118,18 @@ const sqlSupport = "internal/sqltx"
 // contrib/grpcidem's client. It imports the standard library only.
 const retrySupport = "internal/retry"
 
+// asciiSupport is the word-at-a-time plain-ASCII test shared by the store
+// package's argument checks and store/memory's hot-path checks. It imports
+// nothing.
+const asciiSupport = "internal/ascii"
+
 // supportUsers says which packages may import each support package.
 var supportUsers = map[string]func(from string) bool{
 	backendSupport: isBackend,
 	argSupport:     func(string) bool { return true },
 	sqlSupport:     func(r string) bool { return r == "store/sqlite" || r == "store/mysql" },
 	retrySupport:   func(r string) bool { return r == "idemclient" || isContrib(r) },
+	asciiSupport:   func(r string) bool { return r == "store" || r == "store/memory" },
 }
 
 // backendSupport is the internal package backends may import: the batcher

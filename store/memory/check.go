@@ -3,6 +3,7 @@ package memory
 import (
 	"time"
 
+	"github.com/idemkit/idemkit/internal/ascii"
 	"github.com/idemkit/idemkit/store"
 )
 
@@ -22,9 +23,9 @@ import (
 // certainly accepts these arguments.
 func claimOK(key, fingerprint string, token store.Token, lease time.Duration) (uint64, bool) {
 	h, bad := scan(key)
-	bad |= plain(fingerprint) | plain(string(token))
+	bad |= ascii.Bad(fingerprint) | ascii.Bad(string(token))
 	return h, lease > 0 && keyTokenOK(key, token) && len(fingerprint) <= store.MaxFingerprintLen &&
-		bad&hiBits == 0
+		bad&ascii.HiBits == 0
 }
 
 // completeOK returns the key's hash and whether store.CheckComplete
@@ -38,13 +39,13 @@ func completeOK(key string, token store.Token, retention time.Duration) (uint64,
 // certainly accepts these arguments.
 func releaseOK(key string, token store.Token) (uint64, bool) {
 	h, bad := scan(key)
-	return h, keyTokenOK(key, token) && (bad|plain(string(token)))&hiBits == 0
+	return h, keyTokenOK(key, token) && (bad|ascii.Bad(string(token)))&ascii.HiBits == 0
 }
 
 // keyOK returns the key's hash and whether store.CheckKey certainly accepts it.
 func keyOK(key string) (uint64, bool) {
 	h, bad := scan(key)
-	return h, uint(len(key))-1 < store.MaxKeyLen && bad&hiBits == 0
+	return h, uint(len(key))-1 < store.MaxKeyLen && bad&ascii.HiBits == 0
 }
 
 // keyTokenOK checks the lengths of a key and a token: neither empty, neither
@@ -54,16 +55,10 @@ func keyTokenOK(key string, token store.Token) bool {
 	return uint(len(key))-1 < store.MaxKeyLen && uint(len(token))-1 < store.MaxTokenLen
 }
 
-const (
-	loBits = 0x0101010101010101
-	hiBits = 0x8080808080808080
-	// lo7Bits is 0x7f in every byte: see bad8.
-	lo7Bits = 0x7f7f7f7f7f7f7f7f
-	mulK    = 0x9e3779b97f4a7c15 // odd, 2^64 divided by the golden ratio
-)
+const mulK = 0x9e3779b97f4a7c15 // odd, 2^64 divided by the golden ratio
 
 // scan reads s eight bytes at a time and returns a hash of it and a word
-// in which some bit of hiBits is set if and only if s holds a NUL byte or a
+// in which some bit of ascii.HiBits is set if and only if s holds a NUL byte or a
 // byte of 0x80 or above. A string shorter than eight bytes is read as two
 // overlapping halves, and the last word of a longer one overlaps the word
 // before it, so every byte is read and no loop runs byte by byte.
@@ -77,77 +72,34 @@ func scan(s string) (h, bad uint64) {
 	var w uint64
 	switch {
 	case n >= 8:
-		w = word8(s[n-8:])
+		w = ascii.Load8(s[n-8:])
 		h = (w ^ uint64(n)) * mulK
-		top, nonzero := w, w+lo7Bits
+		top, nonzero := w, w+ascii.Lo7Bits
 		for ; len(s) > 8; s = s[8:] {
-			w = word8(s[:8])
+			w = ascii.Load8(s[:8])
 			h = (h ^ w) * mulK
 			top |= w
-			nonzero &= w + lo7Bits
+			nonzero &= w + ascii.Lo7Bits
 		}
 		return h, top | ^nonzero
 	case n >= 4:
-		w = word4(s[:4]) | word4(s[n-4:])<<32
+		w = ascii.Load4(s[:4]) | ascii.Load4(s[n-4:])<<32
 	case n >= 2:
 		// The top four bytes are padding that is neither NUL nor high.
-		w = word2(s[:2]) | word2(s[n-2:])<<16 | loBits&^0xffffffff
+		w = ascii.Load2(s[:2]) | ascii.Load2(s[n-2:])<<16 | ascii.LoBits&^0xffffffff
 	case n == 1:
-		w = uint64(s[0]) | loBits&^0xff
+		w = uint64(s[0]) | ascii.LoBits&^0xff
 	default:
 		return 0, 0
 	}
 	return (w ^ uint64(n)) * mulK, bad8(w)
 }
 
-// plain returns scan's second result, for a string that needs no hash:
-// its words are independent, so two of them cover up to 16 bytes and a
-// longer string's loop has no chain of multiplications.
-func plain(s string) uint64 {
-	n := len(s)
-	switch {
-	case n > 16:
-		w := word8(s[n-8:])
-		top, nonzero := w, w+lo7Bits
-		for ; len(s) > 8; s = s[8:] {
-			w = word8(s[:8])
-			top |= w
-			nonzero &= w + lo7Bits
-		}
-		return top | ^nonzero
-	case n >= 8:
-		return bad8(word8(s[:8])) | bad8(word8(s[n-8:]))
-	case n >= 4:
-		return bad8(word4(s[:4]) | word4(s[n-4:])<<32)
-	case n >= 2:
-		return bad8(word2(s[:2]) | word2(s[n-2:])<<16 | loBits&^0xffffffff)
-	case n == 1:
-		return bad8(uint64(s[0]) | loBits&^0xff)
-	}
-	return 0
-}
-
 // bad8 sets the top bit of some byte of the word when one of its bytes is
 // 0x80 or above (that byte's own top bit) or zero: a byte below 0x80 plus
 // 0x7f carries into no other byte and sets its own top bit unless it is
 // zero, so ^(v+0x7f..) has a top bit set only over a zero byte, while every
-// byte is below 0x80. The loops of scan and plain apply it to all their
+// byte is below 0x80. scan's loop applies it to all its
 // words at once: the words ORed together (top), and the words plus 0x7f..
 // ANDed together (nonzero).
-func bad8(v uint64) uint64 { return v | ^(v + lo7Bits) }
-
-func word8(s string) uint64 {
-	_ = s[7]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
-}
-
-func word4(s string) uint64 {
-	_ = s[3]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24
-}
-
-func word2(s string) uint64 {
-	_ = s[1]
-	return uint64(s[0]) | uint64(s[1])<<8
-}
+func bad8(v uint64) uint64 { return v | ^(v + ascii.Lo7Bits) }

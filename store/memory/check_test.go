@@ -8,11 +8,12 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/idemkit/idemkit/internal/ascii"
 	"github.com/idemkit/idemkit/store"
 )
 
 // scanPlain reports whether scan says s is plain ASCII.
-func scanPlain(s string) bool { _, b := scan(s); return b&hiBits == 0 }
+func scanPlain(s string) bool { _, b := scan(s); return b&ascii.HiBits == 0 }
 
 // accepts drops the hash from a fast check's answer.
 func accepts(_ uint64, ok bool) bool { return ok }
@@ -69,8 +70,8 @@ func TestScan(t *testing.T) {
 		if got, want := scanPlain(s), plainASCII(s); got != want {
 			t.Errorf("scan(%q) says plain ASCII %v, want %v", s, got, want)
 		}
-		if got, want := plain(s)&hiBits == 0, plainASCII(s); got != want {
-			t.Errorf("plain(%q) says plain ASCII %v, want %v", s, got, want)
+		if got, want := ascii.Bad(s)&ascii.HiBits == 0, plainASCII(s); got != want {
+			t.Errorf("ascii.Bad(%q) says plain ASCII %v, want %v", s, got, want)
 		}
 	}
 }
@@ -83,8 +84,8 @@ func FuzzScan(f *testing.F) {
 		if got, want := scanPlain(s), plainASCII(s); got != want {
 			t.Errorf("scan(%q) says plain ASCII %v, want %v", s, got, want)
 		}
-		if got, want := plain(s)&hiBits == 0, plainASCII(s); got != want {
-			t.Errorf("plain(%q) says plain ASCII %v, want %v", s, got, want)
+		if got, want := ascii.Bad(s)&ascii.HiBits == 0, plainASCII(s); got != want {
+			t.Errorf("ascii.Bad(%q) says plain ASCII %v, want %v", s, got, want)
 		}
 	})
 }
