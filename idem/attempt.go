@@ -24,13 +24,13 @@ type attemptCtx struct {
 
 func newAttempt(parent context.Context, d time.Duration) *attemptCtx {
 	c := new(attemptCtx)
-	c.init(parent, d)
+	c.init(parent, time.Now().Add(d))
 	return c
 }
 
-// init sets up a zero attemptCtx, ending d from now.
-func (c *attemptCtx) init(parent context.Context, d time.Duration) {
-	c.parent, c.deadline = parent, time.Now().Add(d)
+// init sets up a zero attemptCtx, ending at deadline.
+func (c *attemptCtx) init(parent context.Context, deadline time.Time) {
+	c.parent, c.deadline = parent, deadline
 }
 
 // Deadline returns the attempt's deadline.

@@ -252,7 +252,7 @@ func (e *Engine) Run(ctx context.Context, key, fingerprint string, work Work, op
 	if r.opts.tx && e.tx == nil {
 		return Result{}, fmt.Errorf("idem: run: InTx needs a store.Transactor, and %T is not one (use InTxIfSupported for lease mode on such stores): %w", e.s, store.ErrInvalid)
 	}
-	if len(e.tracer) == 0 {
+	if !e.Traced() {
 		return e.run(ctx, r, work)
 	}
 	ctx = e.tracer.TraceRunStart(ctx, RunStart{Key: key, Fingerprint: fingerprint, Transactional: r.opts.tx})

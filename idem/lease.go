@@ -83,7 +83,7 @@ func (e *Engine) runHeld(ctx context.Context, r *run, tok store.Token, claimed t
 			e.emit(ctx, Event{Kind: Released, Key: key, Reason: "panic"})
 		}
 	}()
-	traced := len(e.tracer) > 0 // the times are for the tracer's RunEnd only
+	traced := e.Traced() // the times are for the tracer's RunEnd only
 	if traced {
 		r.workStart = time.Now()
 	}
@@ -190,7 +190,7 @@ func (e *Engine) complete(ctx context.Context, key string, tok store.Token, hb *
 			// The first attempt's context lives in the heartbeat: one
 			// allocation fewer on the usual path.
 			first, actx = false, &hb.attempt
-			actx.parent, actx.deadline = bctx, start.Add(attemptTimeout(lease)) // init, on the clock read above
+			actx.init(bctx, start.Add(attemptTimeout(lease))) // on the clock read above
 		} else {
 			actx = newAttempt(bctx, attemptTimeout(lease))
 		}

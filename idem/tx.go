@@ -171,7 +171,7 @@ func (e *Engine) inTx(ctx context.Context, d *detached, s store.Store, r *run, t
 		}
 	}()
 	wctx, cancel := d.working(ctx, r.caller, a)
-	traced := len(e.tracer) > 0 // the times are for the tracer's RunEnd only
+	traced := e.Traced() // the times are for the tracer's RunEnd only
 	if traced {
 		r.workStart = time.Now()
 	}
