@@ -19,7 +19,7 @@ import (
 //
 //	go test -run '^$' -bench '^BenchmarkCrypto$' -benchmem ./store/seal/
 func BenchmarkCrypto(b *testing.B) {
-	const key, fp = "cycle-0123456789-42", "v1:fingerprint"
+	const key, fp = "cycle-0123456789-42", "v1:9f86d081884c7d659f86d081884c7d659f86d081884c7d659f86d081884c7d65"
 	resp := make([]byte, 1<<10)
 	_, _ = rand.Read(resp)
 	secret := make([]byte, 32)

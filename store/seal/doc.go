@@ -17,13 +17,19 @@
 //     only for the key it was stored under, so a response copied to another
 //     record is rejected. The key id is stored in front of the ciphertext.
 //   - A fingerprint is sealed deterministically (the store must still compare
-//     them): its nonce is the HMAC-SHA256, under a key derived from the
-//     provider's, of the store key and the fingerprint, and the ciphertext
-//     is AES-256-GCM under a third derived key. Without the key, the stored
-//     form can be compared only within one store key and cannot be guessed
-//     offline from a small space of request bodies; Get and a Mismatch still
-//     return the fingerprint itself. It is stored as "s1.<key id>.<base64>",
-//     so fingerprints are limited to MaxFingerprintLen (512) bytes.
+//     them), as SIV: the IV is the HMAC-SHA256, under a key derived from the
+//     provider's, of the store key and the fingerprint, cut to 16 bytes,
+//     and the ciphertext is the fingerprint in AES-256-CTR from that IV
+//     under a third derived key; opening recomputes the IV, which
+//     authenticates what it decrypted. Without the key, the stored form can
+//     be compared only within one store key and cannot be guessed offline
+//     from a small space of request bodies; Get and a Mismatch still return
+//     the fingerprint itself. It is stored as "s2.<key id>.<base64>", with
+//     a fingerprint of the form "scheme:hex" (keyer's "v1:" and 64 hex
+//     digits) packed to its bytes first, so that a keyer fingerprint is 77
+//     characters sealed against 67 in clear: every claim sends it, and over
+//     Redis a longer one costs each round trip. Fingerprints are limited to
+//     MaxFingerprintLen (512) bytes.
 //   - Keys, tokens, statuses and times are not sealed: the store needs them.
 //     Hash keys before they reach the store if they are sensitive.
 //

@@ -8,12 +8,14 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,9 +28,10 @@ import (
 const MaxFingerprintLen = 512
 
 const (
-	nonceLen   = 12
+	nonceLen   = 12    // a sealed response's GCM nonce
+	ivLen      = 16    // a sealed fingerprint's synthetic IV
 	respFormat = 1     // first byte of a sealed response
-	fpPrefix   = "s1." // a sealed fingerprint: "s1." id "." base64url(nonce || ciphertext)
+	fpPrefix   = "s2." // a sealed fingerprint: "s2." id "." base64url(iv || ciphertext)
 )
 
 // notKept is the response a replay of a record sealed under a deleted key
@@ -40,9 +43,10 @@ var notKept = []byte("\x00idem:response-not-kept")
 // scratch is the working memory of one seal or open: reused, so that a
 // fingerprint costs no allocation but its result.
 type scratch struct {
-	a, b  []byte
-	sum   [sha256.Size]byte
-	nonce [nonceLen]byte
+	a, b    []byte
+	sum     [sha256.Size]byte
+	iv      [ivLen]byte
+	ctr, ks [aes.BlockSize]byte
 }
 
 var scratches = sync.Pool{New: func() any { return &scratch{a: make([]byte, 0, 2048), b: make([]byte, 0, 2048)} }}
@@ -51,10 +55,10 @@ var scratches = sync.Pool{New: func() any { return &scratch{a: make([]byte, 0, 2
 type derived struct {
 	id     string
 	secret [SecretLen]byte
-	resp   cipher.AEAD // responses
-	fp     cipher.AEAD // fingerprints
-	mac    []byte      // HMAC-SHA256 key of fingerprints
-	macs   sync.Pool   // of hash.Hash: HMAC-SHA256 under mac, reused with Reset
+	resp   cipher.AEAD  // responses
+	fp     cipher.Block // fingerprints, in CTR mode
+	mac    []byte       // HMAC-SHA256 key of fingerprints
+	macs   sync.Pool    // of hash.Hash: HMAC-SHA256 under mac, reused with Reset
 }
 
 type derivedID struct{ scope, id string }
@@ -119,7 +123,7 @@ func (kr *keyring) derive(scope string, k Key) (*derived, error) {
 	if d.resp, err = newGCM(m[:32]); err != nil {
 		return nil, err
 	}
-	if d.fp, err = newGCM(m[32:64]); err != nil {
+	if d.fp, err = aes.NewCipher(m[32:64]); err != nil {
 		return nil, err
 	}
 	kr.mu.Lock()
@@ -195,22 +199,25 @@ func (d *derived) openResponse(key string, b []byte) ([]byte, error) {
 }
 
 // sealFingerprint returns fp sealed for key, deterministically, so that the
-// store can still compare fingerprints: the nonce is the HMAC of key and fp
-// (a synthetic IV: one nonce only ever seals one plaintext), and the
-// ciphertext lets Get and Mismatch return the fingerprint itself. Without
-// the key, the stored form says nothing about fp, so it cannot be guessed
-// offline. An empty fp stays empty.
+// store can still compare fingerprints. It is SIV (synthetic IV)
+// encryption: the IV is the HMAC-SHA256 of key and fp, truncated to ivLen
+// bytes, and the ciphertext is fp, packed (packFingerprint), in AES-256-CTR
+// from that IV under a second key. One IV only ever encrypts one
+// plaintext, and opening recomputes the IV from what it decrypted, which
+// authenticates it. Without the keys the stored form says nothing about fp,
+// so it cannot be guessed offline; with them, Get and Mismatch can return
+// fp itself. An empty fp stays empty.
 func (d *derived) sealFingerprint(key, fp string) string {
 	if fp == "" {
 		return ""
 	}
 	sc := scratches.Get().(*scratch)
 	defer scratches.Put(sc)
-	nonce := d.fpNonce(sc, key, fp)
-	// sc.a: the store key (associated data), then the fingerprint.
-	sc.a = append(append(sc.a[:0], key...), fp...)
-	sc.b = append(sc.b[:0], nonce...)
-	sc.b = d.fp.Seal(sc.b, nonce, sc.a[len(key):], sc.a[:len(key)])
+	// sc.b: the IV, then the packed fingerprint encrypted in place.
+	iv := d.fpIV(sc, key, fp)
+	sc.b = append(sc.b[:0], iv...)
+	sc.b = packFingerprint(sc.b, fp)
+	d.ctr(sc, iv, sc.b[ivLen:])
 	var sb strings.Builder
 	sb.Grow(len(fpPrefix) + len(d.id) + 1 + base64.RawURLEncoding.EncodedLen(len(sc.b)))
 	sb.WriteString(fpPrefix)
@@ -222,19 +229,111 @@ func (d *derived) sealFingerprint(key, fp string) string {
 	return sb.String()
 }
 
-// fpNonce returns the first nonceLen bytes of the HMAC-SHA256 of key, a
-// NUL and fp (a key holds no NUL, so the NUL ends it unambiguously), in
-// sc.nonce: the nonce is passed to the AEAD, an interface, so a nonce of
-// its own would escape to the heap.
-func (d *derived) fpNonce(sc *scratch, key, fp string) []byte {
+// fpIV returns the first ivLen bytes of the HMAC-SHA256 of key, a NUL and
+// fp (a key holds no NUL, so the NUL ends it unambiguously), in sc.iv.
+func (d *derived) fpIV(sc *scratch, key, fp string) []byte {
 	h := d.macs.Get().(hash.Hash)
 	h.Reset()
 	sc.a = append(append(append(sc.a[:0], key...), 0), fp...)
 	h.Write(sc.a)
-	copy(sc.nonce[:], h.Sum(sc.sum[:0]))
+	copy(sc.iv[:], h.Sum(sc.sum[:0]))
 	d.macs.Put(h)
-	return sc.nonce[:]
+	return sc.iv[:]
 }
+
+// ctr XORs b, in place, with the AES-256-CTR key stream of the fingerprint
+// key from the counter block iv (incremented as one big-endian 128-bit
+// number, as crypto/cipher's CTR does; a test checks the two agree). A
+// fingerprint is a few blocks: this costs no allocation, where a
+// cipher.Stream would cost one per call.
+func (d *derived) ctr(sc *scratch, iv, b []byte) {
+	hi, lo := binary.BigEndian.Uint64(iv), binary.BigEndian.Uint64(iv[8:])
+	for len(b) > 0 {
+		binary.BigEndian.PutUint64(sc.ctr[:], hi)
+		binary.BigEndian.PutUint64(sc.ctr[8:], lo)
+		d.fp.Encrypt(sc.ks[:], sc.ctr[:])
+		n := subtle.XORBytes(b, b, sc.ks[:])
+		b = b[n:]
+		if lo++; lo == 0 {
+			hi++
+		}
+	}
+}
+
+// Packed fingerprints: a form byte, then
+//
+//	packRaw:  the fingerprint's bytes;
+//	packHex:  the length of the prefix up to the first ':' and the ':', the
+//	          prefix, and the bytes of the even-length lowercase hex that
+//	          is all the rest.
+//
+// A fingerprint of keyer's ("v1:" and 64 hex digits, 67 bytes) packs into
+// 37, so that sealed it is not much longer than in clear: a longer
+// fingerprint costs every claim's round trip.
+const (
+	packRaw = 0
+	packHex = 1
+)
+
+// packFingerprint appends fp, packed, to b.
+func packFingerprint(b []byte, fp string) []byte {
+	i := strings.IndexByte(fp, ':') + 1
+	if h := fp[i:]; i > 0 && i <= 255 && h != "" && len(h)%2 == 0 {
+		b = slices.Grow(b, 2+i+len(h)/2)
+		n := len(b)
+		b = append(b, packHex, byte(i))
+		b = append(b, fp[:i]...)
+		out := b[len(b) : len(b)+len(h)/2]
+		bad := byte(0)
+		for j := range out {
+			hi, lo := unhex[h[2*j]], unhex[h[2*j+1]]
+			bad |= hi | lo
+			out[j] = hi<<4 | lo&15
+		}
+		if bad < 16 {
+			return b[:len(b)+len(out)]
+		}
+		b = b[:n]
+	}
+	return append(append(b, packRaw), fp...)
+}
+
+// unpackFingerprint returns the fingerprint b packs, and false for bytes
+// packFingerprint cannot have made.
+func unpackFingerprint(b []byte) (string, bool) {
+	switch {
+	case len(b) >= 1 && b[0] == packRaw:
+		return string(b[1:]), true
+	case len(b) >= 3 && b[0] == packHex && int(b[1]) >= 1 && len(b) > 2+int(b[1]):
+		p := b[2 : 2+int(b[1])]
+		if p[len(p)-1] != ':' {
+			return "", false
+		}
+		var sb strings.Builder
+		sb.Grow(len(p) + 2*(len(b)-len(p)-2))
+		sb.Write(p)
+		for _, c := range b[2+len(p):] {
+			sb.WriteByte(hexDigits[c>>4])
+			sb.WriteByte(hexDigits[c&15])
+		}
+		return sb.String(), true
+	}
+	return "", false
+}
+
+const hexDigits = "0123456789abcdef"
+
+// unhex maps a lowercase hex digit to its value and every other byte to
+// 0xff.
+var unhex = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
+	}
+	for i := 0; i < 16; i++ {
+		t[hexDigits[i]] = byte(i)
+	}
+	return t
+}()
 
 // fingerprintKeyID returns the key id of a sealed fingerprint, and false
 // for a string that is not one.
@@ -249,20 +348,18 @@ func fingerprintKeyID(s string) (string, bool) {
 
 func (d *derived) openFingerprint(key, s string) (string, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s[len(fpPrefix)+len(d.id)+1:])
-	if err != nil || len(b) < nonceLen {
-		return "", fmt.Errorf("fingerprint under key %q: %w", d.id, ErrCorrupt)
-	}
-	fp, err := d.fp.Open(nil, b[:nonceLen], b[nonceLen:], []byte(key))
-	if err != nil {
+	if err != nil || len(b) <= ivLen {
 		return "", fmt.Errorf("fingerprint under key %q: %w", d.id, ErrCorrupt)
 	}
 	sc := scratches.Get().(*scratch)
-	ok := hmac.Equal(d.fpNonce(sc, key, string(fp)), b[:nonceLen])
-	scratches.Put(sc)
-	if !ok {
+	defer scratches.Put(sc)
+	iv := b[:ivLen]
+	d.ctr(sc, iv, b[ivLen:])
+	fp, ok := unpackFingerprint(b[ivLen:])
+	if !ok || !hmac.Equal(d.fpIV(sc, key, fp), iv) {
 		return "", fmt.Errorf("fingerprint under key %q: %w", d.id, ErrCorrupt)
 	}
-	return string(fp), nil
+	return fp, nil
 }
 
 // isNotFound reports whether err says the provider has no such key.

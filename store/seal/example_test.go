@@ -34,5 +34,5 @@ func Example() {
 	fmt.Println(raw.Fingerprint[:11], len(raw.Response) > len(`{"card":"4242"}`))
 	// Output:
 	// completed {"card":"4242"}
-	// s1.2026-12. true
+	// s2.2026-12. true
 }

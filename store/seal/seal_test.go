@@ -110,10 +110,10 @@ func TestStoredFormIsSealed(t *testing.T) {
 	if bytes.Contains(r1.Response, []byte("4242")) || strings.Contains(r1.Fingerprint, fp) || strings.Contains(r1.Fingerprint, "0123456789") {
 		t.Fatalf("stored record holds plaintext: fingerprint %q, response %q", r1.Fingerprint, r1.Response)
 	}
-	if !strings.HasPrefix(r1.Fingerprint, "s1.a1.") {
+	if !strings.HasPrefix(r1.Fingerprint, "s2.a1.") {
 		t.Fatalf("stored fingerprint %q does not name its key id", r1.Fingerprint)
 	}
-	// The first 16 base64 characters after the key id are the nonce, the
+	// The first 16 base64 characters after the key id are of the IV, the
 	// HMAC of store key and fingerprint: they must differ between keys.
 	if n1, n2 := r1.Fingerprint[6:22], r2.Fingerprint[6:22]; n1 == n2 {
 		t.Fatalf("one fingerprint under two store keys has one HMAC %q", n1)
@@ -168,11 +168,11 @@ func TestRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, _ := f.inner.Store.Get(t.Context(), "a/flight")
-	if !strings.HasPrefix(r.Fingerprint, "s1.a1.") || !bytes.HasPrefix(r.Response, []byte("\x01\x02a2")) {
+	if !strings.HasPrefix(r.Fingerprint, "s2.a1.") || !bytes.HasPrefix(r.Response, []byte("\x01\x02a2")) {
 		t.Fatalf("in-flight record: fingerprint %q (want under a1, as claimed), response header %q (want under a2)", r.Fingerprint, r.Response[:4])
 	}
 	f.complete("a/fresh", "fp", []byte("fresh"))
-	if r, _ := f.inner.Store.Get(t.Context(), "a/fresh"); !strings.HasPrefix(r.Fingerprint, "s1.a2.") {
+	if r, _ := f.inner.Store.Get(t.Context(), "a/fresh"); !strings.HasPrefix(r.Fingerprint, "s2.a2.") {
 		t.Fatalf("new record's fingerprint %q, want under a2", r.Fingerprint)
 	}
 	if c, err := f.replay("a/flight", "fp"); err != nil || string(c.Record.Response) != "new" {
@@ -371,7 +371,7 @@ func TestInTxSeals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r, _ := sq.Get(t.Context(), "k"); bytes.Contains(r.Response, []byte("in tx")) || !strings.HasPrefix(r.Fingerprint, "s1.") {
+	if r, _ := sq.Get(t.Context(), "k"); bytes.Contains(r.Response, []byte("in tx")) || !strings.HasPrefix(r.Fingerprint, "s2.") {
 		t.Fatalf("stored inside InTx in clear: %q %q", r.Fingerprint, r.Response)
 	}
 	if c, err := s.Claim(t.Context(), "k", "fp", store.NewToken(), time.Minute); err != nil || string(c.Record.Response) != "in tx" {
