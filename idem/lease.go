@@ -62,14 +62,13 @@ func (e *Engine) runLease(ctx context.Context, r *run, work Work) (Result, error
 // acquired it as attempt a, then settles.
 func (e *Engine) runHeld(ctx context.Context, r *run, tok store.Token, claimed time.Time, a Attempt, work Work) (Result, error) {
 	key, fp := r.key, r.fp
-	cctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	// Allocated here, not in r: a replay never needs one. The work's
 	// context lives in it too, so that carrying the Attempt costs no
 	// allocation of its own.
-	hb := &heartbeat{e: e, ctx: ctx, key: key, fp: fp, tok: tok, lease: r.lease, cancel: cancel}
-	hb.work = workCtx{Context: cctx, attempt: a}
+	hb := &heartbeat{e: e, ctx: ctx, key: key, fp: fp, tok: tok, lease: r.lease}
+	hb.work.parent, hb.work.attempt = ctx, a
 	wctx := &hb.work
+	defer wctx.end()
 	hb.start(claimed)
 
 	// No recover: if the work panics (or calls runtime.Goexit), this stops
@@ -322,13 +321,12 @@ type heartbeat struct {
 	ctx        context.Context // the caller's, for events and logs
 	key, fp    string
 	tok        store.Token
-	lease      time.Duration           // the run's lease
-	cancel     context.CancelCauseFunc // the work's context
-	work       workCtx                 // the work's context, with its Attempt
-	due        time.Time               // the first renewal's, while queued
-	prev, next *heartbeat              // in the engine's wheel, while queued
-	queued     bool                    // waiting in the wheel for its first renewal
-	attempt    attemptCtx              // the first Complete attempt's context
+	lease      time.Duration // the run's lease
+	work       leaseCtx      // the work's context, with its Attempt
+	due        time.Time     // the first renewal's, while queued
+	prev, next *heartbeat    // in the engine's wheel, while queued
+	queued     bool          // waiting in the wheel for its first renewal
+	attempt    attemptCtx    // the first Complete attempt's context
 
 	mu      sync.Mutex
 	stopped bool               // stop was called: the loop must not start, or end
@@ -552,7 +550,7 @@ func (hb *heartbeat) renew(rctx context.Context, retry *backoff) (time.Duration,
 			e.Logger().ErrorContext(hb.ctx, "idem: lease lost ("+why+"); cancelling the work", "key", e.show(hb.key))
 		}
 		// The lease is over: renewing cannot bring it back.
-		hb.cancel(store.ErrLeaseLost)
+		hb.work.cancel(store.ErrLeaseLost)
 		return 0, false
 	}
 	hb.mu.Lock()
@@ -568,7 +566,7 @@ func (hb *heartbeat) renew(rctx context.Context, retry *backoff) (time.Duration,
 		// the result can still be recorded if nobody took the key.
 		e.emit(hb.ctx, Event{Kind: LeaseLost, Key: hb.key, Err: err, Reason: "renewals failed until the lease ran out"})
 		e.Logger().ErrorContext(hb.ctx, "idem: renewals failed until the lease ran out; cancelling the work", "key", e.show(hb.key), "err", err)
-		hb.cancel(store.ErrLeaseLost)
+		hb.work.cancel(store.ErrLeaseLost)
 	} else {
 		e.Logger().WarnContext(hb.ctx, "idem: lease renewal failed; retrying", "key", e.show(hb.key), "err", err)
 	}
@@ -589,9 +587,107 @@ func (hb *heartbeat) loseTo(err error) {
 	}
 }
 
-// workCtx is the work's context: the run's cancellable context, answering
-// AttemptFrom with the claim's Attempt. In lease mode it lives in the run's
-// heartbeat, so it costs no allocation of its own.
+// leaseCtx is the work's context in lease mode: the caller's context,
+// cancelled when the lease is lost (with cause store.ErrLeaseLost) and when
+// the run ends, answering AttemptFrom with the claim's Attempt. It lives in
+// the run's heartbeat, and its cancellable context (a
+// context.WithCancelCause of the caller's) is made only when first needed:
+// when something asks for Done (a select on it, a context derived from it,
+// a database/sql query), when the lease is lost, or when Value is asked
+// after the run ended. A work that never waits on its context, ending
+// before half the lease, costs neither that context nor its registration
+// with the caller's.
+type leaseCtx struct {
+	parent  context.Context
+	attempt Attempt
+
+	mu          sync.Mutex
+	inner       context.Context         // made on demand; then every answer is its
+	cancelInner context.CancelCauseFunc // inner's
+	ended       bool                    // the run ended before inner was made
+}
+
+// made returns the cancellable context, making it on the first call.
+// The caller holds c.mu.
+func (c *leaseCtx) made() context.Context {
+	if c.inner == nil {
+		c.inner, c.cancelInner = context.WithCancelCause(c.parent)
+		if c.ended {
+			c.cancelInner(nil)
+		}
+	}
+	return c.inner
+}
+
+// Deadline implements context.Context: the caller's.
+func (c *leaseCtx) Deadline() (time.Time, bool) { return c.parent.Deadline() }
+
+// Done implements context.Context.
+func (c *leaseCtx) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.made().Done()
+}
+
+// Err implements context.Context. Until the cancellable context is made it
+// is the caller's, or context.Canceled once the run ended.
+func (c *leaseCtx) Err() error {
+	c.mu.Lock()
+	inner, ended := c.inner, c.ended
+	c.mu.Unlock()
+	switch {
+	case inner != nil:
+		return inner.Err()
+	case ended:
+		return context.Canceled
+	}
+	return c.parent.Err()
+}
+
+// Value answers attemptKey with the Attempt, and every other key as the
+// cancellable context does (context.Cause included), or, until it is made,
+// as the caller's does: the same answers, for the cancellable context
+// carries the caller's values and is cancelled exactly when the caller's
+// is until the lease is lost or the run ends, and either makes it.
+func (c *leaseCtx) Value(key any) any {
+	if _, ok := key.(attemptKey); ok {
+		return c.attempt
+	}
+	c.mu.Lock()
+	inner := c.inner
+	if inner == nil && c.ended {
+		inner = c.made()
+	}
+	c.mu.Unlock()
+	if inner != nil {
+		return inner.Value(key)
+	}
+	return c.parent.Value(key)
+}
+
+// cancel cancels the work's context with cause: the lease is lost.
+func (c *leaseCtx) cancel(cause error) {
+	c.mu.Lock()
+	c.made()
+	cancel := c.cancelInner
+	c.mu.Unlock()
+	cancel(cause)
+}
+
+// end cancels the work's context when the run ends, without making it
+// when nothing asked for it.
+func (c *leaseCtx) end() {
+	c.mu.Lock()
+	c.ended = true
+	cancel := c.cancelInner
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel(nil)
+	}
+}
+
+// workCtx is the work's context in transactional mode: the run's
+// cancellable context, answering AttemptFrom with the claim's Attempt.
 type workCtx struct {
 	context.Context
 	attempt Attempt
