@@ -29,7 +29,8 @@ import (
 // after the other (the order swapping every round), so both meet the same
 // load from the rest of the machine. It reports store/raw, the
 // middleware's throughput relative to raw's, and each side's allocations
-// per request (store-allocs/op, raw-allocs/op). First: every request has a
+// and allocated bytes per request (store-allocs/op, raw-allocs/op,
+// store-B/op, raw-B/op). First: every request has a
 // new key; Replay: every request replays one of 1024 completed keys.
 // cmd/idembench runs it as the "http" backend:
 //
@@ -101,11 +102,13 @@ func runOne(h http.Handler, q *benchReq, w *discardWriter, key string) error {
 
 const pairedRound = 500 // requests per worker per round
 
-var allocSample = []metrics.Sample{{Name: "/gc/heap/allocs:objects"}}
+var allocSample = []metrics.Sample{{Name: "/gc/heap/allocs:objects"}, {Name: "/gc/heap/allocs:bytes"}}
 
-func heapObjects() uint64 {
+// heapAllocs returns how many heap objects and bytes the process has
+// allocated so far.
+func heapAllocs() (objects, bytes uint64) {
 	metrics.Read(allocSample)
-	return allocSample[0].Value.Uint64()
+	return allocSample[0].Value.Uint64(), allocSample[1].Value.Uint64()
 }
 
 // runPairedHTTP runs b.N requests on each side over workers goroutines, in
@@ -122,12 +125,12 @@ func runPairedHTTP(b *testing.B, workers int, sides [2]http.Handler, key func(si
 		}
 	}
 	var took [2]time.Duration
-	var allocs [2]uint64
+	var allocs, allocBytes [2]uint64
 	var ops [2]int
 	phase := func(side, base, n int) error {
 		var wg sync.WaitGroup
 		errs := make([]error, workers)
-		a0 := heapObjects()
+		a0, b0 := heapAllocs()
 		start := time.Now()
 		for w := range workers {
 			wg.Go(func() {
@@ -141,7 +144,9 @@ func runPairedHTTP(b *testing.B, workers int, sides [2]http.Handler, key func(si
 		}
 		wg.Wait()
 		took[side] += time.Since(start)
-		allocs[side] += heapObjects() - a0
+		a1, b1 := heapAllocs()
+		allocs[side] += a1 - a0
+		allocBytes[side] += b1 - b0
 		ops[side] += n * workers
 		return errors.Join(errs...)
 	}
@@ -163,6 +168,8 @@ func runPairedHTTP(b *testing.B, workers int, sides [2]http.Handler, key func(si
 	b.ReportMetric(float64(took[1].Nanoseconds())/float64(ops[1]), "raw-ns/op")
 	b.ReportMetric(float64(allocs[0])/float64(ops[0]), "store-allocs/op")
 	b.ReportMetric(float64(allocs[1])/float64(ops[1]), "raw-allocs/op")
+	b.ReportMetric(float64(allocBytes[0])/float64(ops[0]), "store-B/op")
+	b.ReportMetric(float64(allocBytes[1])/float64(ops[1]), "raw-B/op")
 	b.ReportMetric((float64(took[1])/float64(ops[1]))/(float64(took[0])/float64(ops[0])), "store/raw")
 }
 

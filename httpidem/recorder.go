@@ -38,6 +38,7 @@ type teeWriter struct {
 	switched  bool // the handler answered 101 Switching Protocols
 	held      []byte
 	committed bool // the status line went to the client's writer
+	prefixed  int8 // trailerPrefixed's answer: 0 not asked yet, 1 no, 2 yes
 }
 
 // pooledMax is the largest buffer a pooled recorder keeps for the next
@@ -177,7 +178,7 @@ func (t *teeWriter) finish(method string) {
 		}
 		h := t.w.Header()
 		if first(h, "Content-Length") == "" && first(h, "Transfer-Encoding") == "" && len(h["Trailer"]) == 0 &&
-			!hasTrailerPrefix(h) && bodyAllowed(t.status) && method != http.MethodHead {
+			!t.trailerPrefixed(h) && bodyAllowed(t.status) && method != http.MethodHead {
 			t.clen = strconv.Itoa(len(t.held))
 		}
 		_ = t.commit()
@@ -213,6 +214,20 @@ func first(h http.Header, canonical string) string {
 	return ""
 }
 
+// trailerPrefixed is hasTrailerPrefix(h), h being the client writer's
+// header, asked once: finish and encoded both need it, and both run after
+// the handler returned, when the header's names no longer change (commit
+// sets and removes only Content-Length).
+func (t *teeWriter) trailerPrefixed(h http.Header) bool {
+	if t.prefixed == 0 {
+		t.prefixed = 1
+		if hasTrailerPrefix(h) {
+			t.prefixed = 2
+		}
+	}
+	return t.prefixed == 2
+}
+
 func hasTrailerPrefix(h http.Header) bool {
 	for k := range h {
 		if _, ok := cutTrailerPrefix(k); ok {
@@ -243,7 +258,7 @@ func (t *teeWriter) encoded(p *headerPolicy) []byte {
 		t.header.take(t.w.Header())
 	}
 	now := t.w.Header()
-	if t.header.get("Trailer") == nil && !hasTrailerPrefix(now) {
+	if t.header.get("Trailer") == nil && !t.trailerPrefixed(now) {
 		return t.header.encode(t.finalStatus(), p, t.body)
 	}
 	return encodeResponse(t.finalStatus(), withTrailers(t.header.header(), now), p, t.body)
