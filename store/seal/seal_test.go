@@ -269,6 +269,19 @@ func TestTamperedRejected(t *testing.T) {
 			t.Fatalf("Get = %v, want ErrCorrupt", err)
 		}
 	})
+	t.Run("fingerprint in the earlier s1 form", func(t *testing.T) {
+		// What a build of main before "s2." stored: a retry of it is an
+		// error, never a second run.
+		f := newFixture(t)
+		tok := store.NewToken()
+		if _, err := f.inner.Store.Claim(t.Context(), "a/k", "s1.a1."+strings.Repeat("A", 127), tok, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.inner.Store.Complete(t.Context(), "a/k", tok, []byte("\x01\x02a1"+strings.Repeat("x", 40)), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		checkCorrupt(t, f, resp, fp)
+	})
 	t.Run("secret changed under the id", func(t *testing.T) {
 		p := &swappable{k: seal.Key{ID: "k1", Secret: seal.NewSecret()}}
 		s := mustSeal(t, newMemory(t, time.Now), p)
