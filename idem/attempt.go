@@ -60,7 +60,7 @@ func (c *attemptCtx) Done() <-chan struct{} {
 // waits on Done (with a Done channel, its timer decides, so that Err stays
 // nil until Done is closed).
 func (c *attemptCtx) expireLocked() {
-	if c.err == nil && (c.done == nil || c.timer == nil) && !time.Now().Before(c.deadline) {
+	if c.err == nil && (c.done == nil || c.timer == nil) && time.Until(c.deadline) <= 0 { // the monotonic clock alone: half a time.Now
 		c.err = context.DeadlineExceeded
 	}
 }
