@@ -20,6 +20,7 @@ import (
 // Redis, the Cluster (where go-redis splits each batch by node) and the
 // Cluster with WithReplicas (which sends every call alone).
 func TestConformanceCoalesced(t *testing.T) {
+	t.Parallel() // see TestConformanceRedis
 	for _, tc := range []struct {
 		name   string
 		client func(t *testing.T) goredis.UniversalClient

@@ -66,6 +66,7 @@ func runConformanceEach(t *testing.T, wrap func(*redis.Store) *redis.Store) {
 // the Cluster: its fencing, retried-Complete and race rows then prove that
 // path as well.
 func TestConformanceWatchedComplete(t *testing.T) {
+	t.Parallel() // see TestConformanceRedis
 	runConformanceEach(t, redis.WatchEveryComplete)
 }
 
@@ -76,6 +77,7 @@ func TestConformanceWatchedComplete(t *testing.T) {
 // Its fencing, retried-Complete and race rows prove that path, on
 // miniredis, the real Redis, the Cluster and a Ring.
 func TestConformanceStagedComplete(t *testing.T) {
+	t.Parallel() // see TestConformanceRedis
 	runConformanceEach(t, redis.StageEveryComplete)
 	t.Run("Ring", func(t *testing.T) {
 		storetest.Run(t, storetest.Harness{
@@ -111,7 +113,15 @@ func TestConformanceMiniredisWithoutSetGet(t *testing.T) {
 	})
 }
 
+// TestConformanceRedis runs the suite on the real Redis. It and the other
+// runs against the real servers (TestConformanceCluster,
+// TestConformanceCoalesced, TestConformanceWatchedComplete,
+// TestConformanceStagedComplete) spend their time waiting for leases to
+// lapse (about 4 s of CPU in 44 s), each under prefixes of its own, so they
+// run in parallel with each other, once the package's other tests (some
+// read server-wide counters such as commandstats) have finished.
 func TestConformanceRedis(t *testing.T) {
+	t.Parallel()
 	c := realClient(t)
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T) storetest.Subject {
@@ -122,6 +132,7 @@ func TestConformanceRedis(t *testing.T) {
 }
 
 func TestConformanceCluster(t *testing.T) {
+	t.Parallel() // see TestConformanceRedis
 	c := clusterClient(t)
 	storetest.Run(t, storetest.Harness{
 		New: func(t *testing.T) storetest.Subject {
