@@ -324,7 +324,8 @@ func unpackFingerprint(b []byte) (string, bool) {
 const hexDigits = "0123456789abcdef"
 
 // unhex maps a lowercase hex digit to its value and every other byte to
-// 0xff.
+// 0xff. Not encoding/hex: it also decodes upper case, and "v1:AB" packed
+// that way would open as "v1:ab", another fingerprint.
 var unhex = func() (t [256]byte) {
 	for i := range t {
 		t[i] = 0xff
