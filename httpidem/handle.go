@@ -2,7 +2,9 @@ package httpidem
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -11,6 +13,62 @@ import (
 
 // errWriteAfterReturn is what a handler that writes after it returned gets.
 var errWriteAfterReturn = errors.New("httpidem: the handler wrote after it returned (net/http forbids it); nothing was sent or kept")
+
+// errReadAfterReturn is what a handler that reads its request body after it
+// returned gets.
+var errReadAfterReturn = errors.New("httpidem: the handler read its request body after it returned (net/http forbids it)")
+
+// handles are a lease-mode handler's own handles on its request's pooled
+// state, one allocation per request that runs: its ResponseWriter and its
+// request body.
+type handles struct {
+	w handlerWriter
+	b handlerBody
+}
+
+// handlerBody is the request body a lease-mode handler reads: the bytes
+// the fingerprint read, from the pooled run's buffer. Like handlerWriter it
+// is cut off when the request ends, so a handler that keeps reading past
+// its return (net/http forbids it) reads nothing, and never the body of
+// the next request the buffer holds. It is an io.Seeker and an
+// io.WriterTo, as a bytes.Reader is.
+type handlerBody struct {
+	r    atomic.Pointer[bytes.Reader]
+	orig io.ReadCloser // the request's own body, drained; Close closes it
+}
+
+// newHandlerBody returns a handlerBody over br that is never cut off.
+func newHandlerBody(br *bytes.Reader, orig io.ReadCloser) *handlerBody {
+	b := &handlerBody{orig: orig}
+	b.r.Store(br)
+	return b
+}
+
+func (b *handlerBody) Read(p []byte) (int, error) {
+	if r := b.r.Load(); r != nil {
+		return r.Read(p)
+	}
+	return 0, errReadAfterReturn
+}
+
+// WriteTo lets io.Copy skip its own buffer.
+func (b *handlerBody) WriteTo(w io.Writer) (int64, error) {
+	if r := b.r.Load(); r != nil {
+		return r.WriteTo(w)
+	}
+	return 0, errReadAfterReturn
+}
+
+// Seek moves the read offset, as bytes.Reader's Seek does.
+func (b *handlerBody) Seek(offset int64, whence int) (int64, error) {
+	if r := b.r.Load(); r != nil {
+		return r.Seek(offset, whence)
+	}
+	return 0, errReadAfterReturn
+}
+
+// Close closes the request's own body.
+func (b *handlerBody) Close() error { return b.orig.Close() }
 
 // handlerWriter is the ResponseWriter a lease-mode handler gets: a handle,
 // one per request, on the pooled recorder. It is cut off when the request

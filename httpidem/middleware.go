@@ -1,10 +1,10 @@
 package httpidem
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"github.com/idemkit/idemkit/internal/invalid"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/fphook"
+	"github.com/idemkit/idemkit/internal/invalid"
 	"github.com/idemkit/idemkit/keyer"
 	"github.com/idemkit/idemkit/store"
 )
@@ -134,8 +136,20 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		writeProblem(w, http.StatusInternalServerError, CodeScope, "The server could not scope the idempotency key.", 0)
 		return
 	}
-	fp, err := m.fp.Fingerprint(r)
+	// Lease mode reads the body into its pooled run's buffer: the handler
+	// gets a reader over it that is cut off when the request ends.
+	var l *leaseRun
+	var fp string
+	if m.tx {
+		fp, err = m.fp.Fingerprint(r)
+	} else {
+		l = leaseRuns.Get().(*leaseRun)
+		fp, l.body, err = fphook.Fingerprint(m.fp, r, l.body)
+	}
 	if err != nil {
+		if l != nil {
+			l.release()
+		}
 		if errors.Is(err, keyer.ErrBodyTooLarge) {
 			writeProblem(w, http.StatusRequestEntityTooLarge, CodeBodyTooLarge,
 				"The request body is larger than "+strconv.FormatInt(m.fp.MaxBody(), 10)+" bytes, the limit for idempotent requests.", 0)
@@ -155,7 +169,7 @@ func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		m.serveTx(ctx, w, r, next, skey, fp)
 		return
 	}
-	m.serveLease(ctx, w, r, next, skey, fp)
+	m.serveLease(ctx, l, w, r, next, skey, fp)
 }
 
 // verdict classifies a response the handler produced (both modes): a status
@@ -175,20 +189,31 @@ func (m *middleware) verdict(status, size int, switched bool, encode func() []by
 
 // serveLease is lease mode: the handler's output streams to the client and
 // is captured as it goes; the engine renews the lease and settles the key.
-func (m *middleware) serveLease(ctx context.Context, w http.ResponseWriter, r *http.Request, next http.Handler, key, fp string) {
-	l := leaseRuns.Get().(*leaseRun)
+// l holds the request's body, read by the fingerprint.
+func (m *middleware) serveLease(ctx context.Context, l *leaseRun, w http.ResponseWriter, r *http.Request, next http.Handler, key, fp string) {
 	l.m, l.w, l.r, l.next = m, w, r, next
 	res, err := m.e.Run(ctx, key, fp, l.work, m.run...)
+	if m.failOpen && errors.Is(err, idem.ErrUnavailable) && hasBody(r) {
+		// The handler is about to run unprotected, after l went back to
+		// the pool: it reads a copy of the body.
+		r = r.WithContext(r.Context())
+		r.Body = newHandlerBody(bytes.NewReader(bytes.Clone(l.body)), r.Body)
+	}
 	l.release()
 	m.answer(w, r, next, key, res, err, nil)
 }
 
+// hasBody reports whether r has a body to read (one the fingerprint read).
+func hasBody(r *http.Request) bool { return r.Body != nil && r.Body != http.NoBody }
+
 // leaseRun is one lease-mode request's state, pooled with its recorder's
-// buffers and with its methods bound once, so that a request allocates
-// neither a recorder nor a closure.
+// and its body's buffers and with its methods bound once, so that a
+// request allocates neither a recorder, nor a body buffer, nor a closure.
 type leaseRun struct {
 	tw     teeWriter
-	h      *handlerWriter // the handler's own handle on tw, cut off at release; nil until run
+	body   []byte       // the request's body, read by the fingerprint
+	br     bytes.Reader // the handler's reader over body
+	hs     *handles     // the handler's own handles on tw and br, cut off at release; nil until run
 	m      *middleware
 	w      http.ResponseWriter
 	r      *http.Request
@@ -203,15 +228,22 @@ var leaseRuns = sync.Pool{New: func() any {
 	return l
 }}
 
-// run is the engine's work: the handler, writing through the recorder. The
-// recorder and the handler's handle on it are set up here, not before Run:
-// a replay, the common duplicate, needs neither.
+// run is the engine's work: the handler, writing through the recorder and
+// reading the body from l's buffer. The handler's handles are set up here,
+// not before Run: a replay, the common duplicate, needs none.
 func (l *leaseRun) run(wctx context.Context) idem.Verdict {
-	tw, r := &l.tw, l.r
+	tw, r := &l.tw, l.r.WithContext(wctx)
 	tw.reset(l.w, l.m.maxResponse)
-	l.h = &handlerWriter{}
-	l.h.t.Store(tw)
-	l.next.ServeHTTP(l.h, r.WithContext(wctx))
+	hs := &handles{}
+	hs.w.t.Store(tw)
+	if hasBody(r) {
+		l.br.Reset(l.body)
+		hs.b.orig = r.Body
+		hs.b.r.Store(&l.br)
+		r.Body = &hs.b
+	}
+	l.hs = hs
+	l.next.ServeHTTP(&hs.w, r)
 	// The client has its whole answer now, whatever recording it takes.
 	tw.finish(r.Method)
 	return l.m.verdict(tw.finalStatus(), tw.size, tw.switched, l.encode)
@@ -220,14 +252,21 @@ func (l *leaseRun) run(wctx context.Context) idem.Verdict {
 func (l *leaseRun) encoded() []byte { return l.tw.encoded(&l.m.headers) }
 
 // release returns l to the pool once the engine is done with it (Run
-// returned: nothing calls work or encode after that). A recorder whose
-// buffers grew past pooledMax is left to the collector.
+// returned: nothing calls work or encode after that). A recorder or body
+// buffer that grew past pooledMax is left to the collector.
 func (l *leaseRun) release() {
-	ran := l.h != nil
+	ran := l.hs != nil
 	if ran {
-		l.h.t.Store(nil) // a late write by the handler now goes nowhere
+		// A late write or read by the handler now goes nowhere.
+		l.hs.w.t.Store(nil)
+		l.hs.b.r.Store(nil)
 	}
-	l.m, l.w, l.r, l.next, l.h = nil, nil, nil, nil, nil
+	l.br.Reset(nil)
+	l.m, l.w, l.r, l.next, l.hs = nil, nil, nil, nil, nil
+	if cap(l.body) > pooledMax {
+		l.body = nil
+	}
+	l.body = l.body[:0]
 	if ran && !l.tw.clear() {
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/idemkit/idemkit/internal/fphook"
 	"github.com/idemkit/idemkit/internal/invalid"
 )
 
@@ -134,10 +135,32 @@ func (f *Fingerprinter) MaxBody() int64 { return f.maxBody }
 // A body longer than the limit gives an error matching ErrBodyTooLarge; a
 // failure to read the body is returned wrapped.
 func (f *Fingerprinter) Fingerprint(r *http.Request) (string, error) {
-	body, err := f.readBody(r)
+	body, err := f.readBody(r, nil)
 	if err != nil {
 		return "", err
 	}
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = &replayBody{b: body, orig: r.Body}
+	}
+	return f.sum(r, body), nil
+}
+
+// fingerprintInto is Fingerprint for a caller that hands the body on
+// itself (httpidem's lease mode, through internal/fphook): it reads the
+// body into buf's array (grown if too small) and leaves r.Body drained,
+// so the caller can reuse buf once the handler is done with the body.
+func fingerprintInto(f any, r *http.Request, buf []byte) (fp string, body []byte, err error) {
+	fr := f.(*Fingerprinter)
+	if body, err = fr.readBody(r, buf[:0]); err != nil {
+		return "", body, err
+	}
+	return fr.sum(r, body), body, nil
+}
+
+func init() { fphook.Fingerprint = fingerprintInto }
+
+// sum returns the fingerprint of r with body as its body.
+func (f *Fingerprinter) sum(r *http.Request, body []byte) string {
 	st := statePool.Get().(*fpState)
 	defer statePool.Put(st)
 	st.h.Reset()
@@ -169,7 +192,7 @@ func (f *Fingerprinter) Fingerprint(r *http.Request) (string, error) {
 	var out [len(FingerprintVersion) + 1 + 2*sha256.Size]byte
 	copy(out[:], FingerprintVersion+":")
 	hex.Encode(out[len(FingerprintVersion)+1:], st.h.Sum(st.sum[:0]))
-	return string(out[:]), nil
+	return string(out[:])
 }
 
 // fpState is the reusable part of one Fingerprint call.
@@ -187,12 +210,16 @@ func appendField(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-func (f *Fingerprinter) readBody(r *http.Request) ([]byte, error) {
+// readBody reads r's body, up to the limit, into buf's array (a new one
+// when buf is too small for its Content-Length, grown for a body of unknown
+// length) and returns it; r.Body is left drained. On an error it returns
+// the buffer it used, emptied, for the caller to reuse.
+func (f *Fingerprinter) readBody(r *http.Request, buf []byte) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
-		return nil, nil
+		return buf[:0], nil
 	}
 	if r.ContentLength > f.maxBody {
-		return nil, fmt.Errorf("%w: Content-Length %d is over the limit of %d bytes", ErrBodyTooLarge, r.ContentLength, f.maxBody)
+		return buf[:0], fmt.Errorf("%w: Content-Length %d is over the limit of %d bytes", ErrBodyTooLarge, r.ContentLength, f.maxBody)
 	}
 	// Read into one buffer sized from Content-Length (plus one byte to see
 	// the end), growing only for bodies of unknown length.
@@ -201,27 +228,29 @@ func (f *Fingerprinter) readBody(r *http.Request) ([]byte, error) {
 		size = r.ContentLength + 1
 	}
 	limit := f.maxBody + 1
-	buf := make([]byte, 0, min(size, limit))
+	if want := int(min(size, limit)); cap(buf) < want {
+		buf = make([]byte, 0, want)
+	}
+	buf = buf[:0]
 	for {
 		if len(buf) == cap(buf) {
 			if int64(len(buf)) >= limit {
-				return nil, fmt.Errorf("%w: more than the limit of %d bytes", ErrBodyTooLarge, f.maxBody)
+				return buf[:0], fmt.Errorf("%w: more than the limit of %d bytes", ErrBodyTooLarge, f.maxBody)
 			}
 			buf = slices.Grow(buf, int(min(int64(cap(buf)), limit-int64(cap(buf)))))
 		}
 		n, err := r.Body.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if int64(len(buf)) > f.maxBody {
-			return nil, fmt.Errorf("%w: more than the limit of %d bytes", ErrBodyTooLarge, f.maxBody)
+			return buf[:0], fmt.Errorf("%w: more than the limit of %d bytes", ErrBodyTooLarge, f.maxBody)
 		}
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("keyer: read request body: %w", err)
+			return buf[:0], fmt.Errorf("keyer: read request body: %w", err)
 		}
 	}
-	r.Body = &replayBody{b: buf, orig: r.Body}
 	return buf, nil
 }
 

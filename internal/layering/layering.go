@@ -5,7 +5,7 @@
 // The table, as rules:
 //
 //	store                      the standard library only
-//	keyer                      the standard library only
+//	keyer                      the standard library, internal/fphook
 //	storetest                  store and the standard library
 //	storetest/linearize        store and the standard library
 //	store/<backend>            store, internal/coalesce, its own driver, the standard library; never another backend
@@ -18,8 +18,9 @@
 //	internal/retry             the standard library, internal/invalid (the retry loop of idemclient and contrib/grpcidem)
 //	internal/invalid           the standard library only (the ErrInvalid sentinel and the options rule; anyone may import it)
 //	internal/ascii             the standard library only (the plain-ASCII word test of store's checks and store/memory's)
+//	internal/fphook            the standard library only (keyer's fingerprint into a buffer httpidem pools; keyer and httpidem import it)
 //	idem (the engine)          store, keyer
-//	httpidem                   idem, store, keyer
+//	httpidem                   idem, store, keyer, internal/fphook
 //	httpidemtest               keyer (it proves any endpoint, so it knows no store or middleware)
 //	dedup                      idem, store, keyer
 //	purge                      store
@@ -101,7 +102,7 @@ var contribMay = []string{"idem", "store", "keyer", "purge", "httpidem", "dedup"
 
 // libraryInternal lists the internal packages that are not test helpers:
 // support code for cmd and examples, which may import them.
-var libraryInternal = []string{"internal/loadtest", backendSupport, argSupport, sqlSupport, retrySupport, asciiSupport}
+var libraryInternal = []string{"internal/loadtest", backendSupport, argSupport, sqlSupport, retrySupport, asciiSupport, fpSupport}
 
 // argSupport holds the one "invalid argument" sentinel (store.ErrInvalid and
 // keyer.ErrInvalid are that value) and the rule options are applied by;
@@ -123,6 +124,11 @@ const retrySupport = "internal/retry"
 // nothing.
 const asciiSupport = "internal/ascii"
 
+// fpSupport is the hook by which keyer fingerprints a request into a buffer
+// httpidem pools (the body of a lease-mode request). It imports the
+// standard library only.
+const fpSupport = "internal/fphook"
+
 // supportUsers says which packages may import each support package.
 var supportUsers = map[string]func(from string) bool{
 	backendSupport: isBackend,
@@ -130,6 +136,7 @@ var supportUsers = map[string]func(from string) bool{
 	sqlSupport:     func(r string) bool { return r == "store/sqlite" || r == "store/mysql" },
 	retrySupport:   func(r string) bool { return r == "idemclient" || isContrib(r) },
 	asciiSupport:   func(r string) bool { return r == "store" || r == "store/memory" },
+	fpSupport:      func(r string) bool { return r == "keyer" || r == "httpidem" },
 }
 
 // backendSupport is the internal package backends may import: the batcher

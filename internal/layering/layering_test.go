@@ -97,6 +97,9 @@ func TestCheckFindsViolations(t *testing.T) {
 		{ImportPath: m("store/redis"), Imports: []string{m("internal/sqltx")}},
 		{ImportPath: m("httpidem"), Imports: []string{m("internal/retry")}},
 		{ImportPath: m("internal/invalid"), Imports: []string{m("store")}},
+		{ImportPath: m("keyer"), Imports: []string{m("internal/fphook")}},    // good: keyer sets the hook
+		{ImportPath: m("httpidem"), Imports: []string{m("internal/fphook")}}, // good: httpidem calls it
+		{ImportPath: m("dedup"), Imports: []string{m("internal/fphook")}},
 		// Decorators: store only; their tests may import backends, storetest and each other.
 		{ImportPath: m("store/cache"), Imports: []string{m("store"), "hash/maphash"},
 			XTestImports: []string{m("store/memory"), m("store/redis"), m("store/seal"), m("storetest"), m("internal/testenv")}}, // good
@@ -129,6 +132,7 @@ func TestCheckFindsViolations(t *testing.T) {
 		"store/redis imports " + m("internal/sqltx"),
 		"httpidem imports " + m("internal/retry"),
 		"internal/invalid imports " + m("store"),
+		"dedup imports " + m("internal/fphook"),
 		"keyer imports github.com/stretchr/testify/assert",
 		"newpkg imports " + m("store") + ": package newpkg is not in DESIGN.md's layout table",
 		"store imports " + m("store/memory"),
