@@ -104,23 +104,7 @@ func TestReadBodyAfterReturnReadsNothing(t *testing.T) {
 	resp, _ := postWithKey(t, srv.URL, "a", "SECRET OF A")
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
 
-	type answer struct {
-		body string
-		err  error
-	}
-	done := make(chan answer, 1)
-	go func() {
-		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader("SECRET OF B"))
-		req.Header.Set("Idempotency-Key", `"b"`)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			done <- answer{err: err}
-			return
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		done <- answer{string(b), err}
-	}()
+	done := postAsync(srv.URL, "b", "SECRET OF B", nil)
 	<-inB // b's handler runs, its body in a buffer that may be a's, recycled
 	mu.Lock()
 	late, err := io.ReadAll(kept)

@@ -18,6 +18,38 @@ import (
 	"github.com/idemkit/idemkit/idem"
 )
 
+// reply is what a client got: the response body, or the error.
+type reply struct {
+	body string
+	err  error
+}
+
+// postAsync POSTs body with key and the extra header to url from a
+// goroutine of its own, and sends what the client got on the channel.
+func postAsync(url, key, body string, header http.Header) <-chan reply {
+	done := make(chan reply, 1)
+	go func() {
+		req, err := http.NewRequest("POST", url, strings.NewReader(body))
+		if err != nil {
+			done <- reply{err: err}
+			return
+		}
+		for k, vs := range header {
+			req.Header[k] = vs
+		}
+		req.Header.Set("Idempotency-Key", `"`+key+`"`)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- reply{err: err}
+			return
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		done <- reply{string(b), err}
+	}()
+	return done
+}
+
 func postWithKey(t *testing.T, url, key, body string) (*http.Response, string) {
 	t.Helper()
 	req, err := http.NewRequest("POST", url, strings.NewReader(body))
@@ -124,24 +156,7 @@ func TestWriteAfterReturnGoesNowhere(t *testing.T) {
 	_, body := postWithKey(t, srv.URL, "a", "{}")
 	require.Equal(t, `answer "a"`, body)
 
-	type answer struct {
-		body string
-		err  error
-	}
-	done := make(chan answer, 1)
-	go func() {
-		req, _ := http.NewRequest("POST", srv.URL, strings.NewReader("{}"))
-		req.Header.Set("Idempotency-Key", `"b"`)
-		req.Header.Set("X-Hold", "1")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			done <- answer{err: err}
-			return
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		done <- answer{string(b), err}
-	}()
+	done := postAsync(srv.URL, "b", "{}", http.Header{"X-Hold": {"1"}})
 	<-inB // b's handler runs, on a recorder that may be a's, recycled
 	type wrote struct {
 		n   int
