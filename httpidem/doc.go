@@ -83,6 +83,13 @@
 // nothing can reach the client around the capture; http.ResponseController
 // still works (Flush, deadlines, full duplex are forwarded).
 //
+// The handler reads the body the fingerprint already read, from memory:
+// r.Body is an io.Seeker and an io.WriterTo (a handler run again in
+// transactional mode reads it from the start). In lease mode it is read
+// from a pooled buffer and, like the writer, cut off when the handler
+// returns: net/http forbids reading a body after that, and here such a
+// read fails rather than see the next request's.
+//
 // # Two modes
 //
 // Lease mode, the default, for every store and for effects outside the
