@@ -150,7 +150,11 @@ func ParseValue(v string) (string, error) {
 				return "", keyErr(ReasonBadChar, "the Idempotency-Key has a character outside visible ASCII at position "+strconv.Itoa(i+1))
 			}
 		}
-		key = v
+		// Visible ASCII only, checked above: what is left of checkKey.
+		if err := checkVisibleKey(v); err != nil {
+			return "", err
+		}
+		return v, nil
 	}
 	if err := checkKey(key); err != nil {
 		return "", err
@@ -165,15 +169,27 @@ func checkKey(key string) error {
 		return keyErr(ReasonEmpty, "the Idempotency-Key is an empty string")
 	case strings.Trim(key, " \t") == "":
 		return keyErr(ReasonEmpty, "the Idempotency-Key is only whitespace")
-	case key == "null":
-		return keyErr(ReasonNull, "the Idempotency-Key is null")
-	case len(key) > MaxKeyLen:
-		return keyErr(ReasonTooLong, "the Idempotency-Key is "+strconv.Itoa(len(key))+" characters long; the limit is "+strconv.Itoa(MaxKeyLen))
+	}
+	if err := checkVisibleKey(key); err != nil {
+		return err
 	}
 	for i := 0; i < len(key); i++ {
 		if c := key[i]; c < 0x21 || c > 0x7e {
 			return keyErr(ReasonBadChar, "the Idempotency-Key has a character outside visible ASCII at position "+strconv.Itoa(i+1)+" of the key")
 		}
+	}
+	return nil
+}
+
+// checkVisibleKey applies the rules of checkKey that a non-empty key of
+// visible ASCII alone (a bare key, checked character by character as it
+// was parsed) may still break, in checkKey's order.
+func checkVisibleKey(key string) error {
+	switch {
+	case key == "null":
+		return keyErr(ReasonNull, "the Idempotency-Key is null")
+	case len(key) > MaxKeyLen:
+		return keyErr(ReasonTooLong, "the Idempotency-Key is "+strconv.Itoa(len(key))+" characters long; the limit is "+strconv.Itoa(MaxKeyLen))
 	}
 	return nil
 }
