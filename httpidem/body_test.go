@@ -3,6 +3,7 @@ package httpidem_test
 import (
 	"bytes"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -79,7 +80,7 @@ func TestReadBodyAfterReturnReadsNothing(t *testing.T) {
 		kept io.Reader // the first request's body, kept past its return
 	)
 	inB, releaseB := make(chan struct{}), make(chan struct{})
-	srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		first := kept == nil
 		if first {
@@ -100,9 +101,19 @@ func TestReadBodyAfterReturnReadsNothing(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 		w.Write(b)
 	})))
+	// A connection goes idle once the middleware's ServeHTTP returned, so
+	// after its run was released: a's client may have its answer before.
+	idle := make(chan struct{}, 16)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateIdle {
+			idle <- struct{}{}
+		}
+	}
+	srv.Start()
 	defer srv.Close()
 	resp, _ := postWithKey(t, srv.URL, "a", "SECRET OF A")
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	<-idle
 
 	done := postAsync(srv.URL, "b", "SECRET OF B", nil)
 	<-inB // b's handler runs, its body in a buffer that may be a's, recycled
